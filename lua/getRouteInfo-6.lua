@@ -1,0 +1,64 @@
+--[[
+  getRouteInfo: the table walk of GET_ROUTEINFO_BY_TOPIC (105), RouteInfoManager
+  .pickupTopicRouteData rules P1-P6, read in one snapshot. Brokers past their deadline are
+  hidden as the sweep would remove them: an address is dropped, a broker name left with no
+  address is dropped with its queues, and a broker name that lost its master this way while
+  enableActingMaster is on has its queues' write bit cleared (U5). Queues of broker names
+  without BrokerData are not returned (they only exist while a removal is being cleaned up).
+  The worker adds acting-master presentation (P7), orderTopicConf and zone filtering.
+
+  KEYS[1]  {ns}:topic:<topic>   HASH brokerName -> QueueData JSON
+  KEYS[2]  {ns}:brokers         HASH brokerName -> BrokerData JSON
+  KEYS[3]  {ns}:deadlines       ZSET member scored by deadline ms
+  KEYS[4]  {ns}:filters         HASH member -> JSON array of filter servers
+  KEYS[5]  {ns}:mapping:<topic> HASH brokerName -> TopicQueueMappingInfo JSON
+  KEYS[6]  {ns}:kv:ORDER_TOPIC_CONFIG  HASH topic -> order config
+
+  ARGV[1]  topic
+  ARGV[2]  '1' to read the topic's orderTopicConf (orderMessageEnable)
+
+  Returns: {found, queueDatas, brokerDatas, filterFlat, mappingFlat, orderTopicConf}
+    found 0 means TOPIC_NOT_EXIST (no queues, or no live broker); queueDatas and brokerDatas
+    are lists of JSON texts; filterFlat is addr, JSON array pairs; mappingFlat is HGETALL of the
+    mapping; orderTopicConf is '' when absent or not asked for.
+  Complexity: O(broker names of the topic x their ids).
+]]
+--- @include "common"
+
+local topic, wantOrder = ARGV[1], ARGV[2] == '1'
+local queues = rcall('HGETALL', KEYS[1])
+if #queues == 0 then return {0} end
+local now = nowMs()
+local qds, bds, addrs = {}, {}, {}
+for i = 1, #queues, 2 do
+  local name, qd = queues[i], queues[i + 1]
+  local raw = rcall('HGET', KEYS[2], name)
+  if raw then
+    local bd = cjson.decode(raw)
+    local hadAddrs = next(bd.brokerAddrs) ~= nil
+    local dropped = hideExpired(KEYS[3], bd, now)
+    if not (hadAddrs and next(bd.brokerAddrs) == nil) then
+      if dropped then
+        if bd.enableActingMaster and noMaster(bd) then qd = clearWriteBit(qd) end
+        raw = encodeBroker(bd)
+      end
+      qds[#qds + 1] = qd
+      bds[#bds + 1] = raw
+      for _, a in pairs(bd.brokerAddrs) do addrs[#addrs + 1] = {bd.cluster, a} end
+    end
+  end
+end
+if #bds == 0 then return {0} end
+local filters = {}
+if rcall('HLEN', KEYS[4]) > 0 then
+  for _, ca in ipairs(addrs) do
+    local f = rcall('HGET', KEYS[4], ca[1] .. '/' .. ca[2])
+    if f then
+      filters[#filters + 1] = ca[2]
+      filters[#filters + 1] = f
+    end
+  end
+end
+local order = ''
+if wantOrder then order = rcall('HGET', KEYS[6], topic) or '' end
+return {1, qds, bds, filters, rcall('HGETALL', KEYS[5]), order}

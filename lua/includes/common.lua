@@ -1,0 +1,73 @@
+-- Shared helpers, inlined by the loader where a script says --- @include "common".
+local rcall = redis.call
+
+-- Milliseconds from the Redis server clock: one clock for the whole fleet.
+local function nowMs()
+  local t = rcall('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Append one change-log entry; fields is a flat list of name, value pairs.
+local function emit(eventsKey, maxLen, kind, ts, fields)
+  local args = {eventsKey, 'MAXLEN', '~', maxLen, '*', 'kind', kind, 'ts', ts}
+  for i = 1, #fields do args[#args + 1] = fields[i] end
+  rcall('XADD', unpack(args))
+end
+
+local function decodeOrNil(text)
+  if not text then return nil end
+  return cjson.decode(text)
+end
+
+-- Lowest broker id of a BrokerData's brokerAddrs (ids are string keys), or nil when empty.
+local function minBrokerId(addrs)
+  local lowest = nil
+  for id, _ in pairs(addrs) do
+    local n = tonumber(id)
+    if lowest == nil or n < lowest then lowest = n end
+  end
+  return lowest
+end
+
+-- RouteInfoManager.isNoMasterExists: no addresses, or every id above 0.
+local function noMaster(bd)
+  if not bd then return true end
+  local lowest = minBrokerId(bd.brokerAddrs)
+  return lowest == nil or lowest > 0
+end
+
+local function clearWriteBit(queueDataJson)
+  return (string.gsub(queueDataJson, ',"perm":(%-?%d+),', function(p)
+    local n = tonumber(p)
+    if n % 4 >= 2 then n = n - 2 end
+    return ',"perm":' .. n .. ','
+  end, 1))
+end
+
+local function setPerm(queueDataJson, perm)
+  return (string.gsub(queueDataJson, ',"perm":%-?%d+,', ',"perm":' .. perm .. ',', 1))
+end
+
+local function jsonList(items)
+  if #items == 0 then return '[]' end
+  return cjson.encode(items)
+end
+
+local function encodeBroker(bd)
+  if bd.zoneName == cjson.null then bd.zoneName = nil end
+  return cjson.encode(bd)
+end
+
+-- Hide addresses past their deadline, as the next sweep would remove them (reads never serve
+-- an expired broker). Returns true when an address was hidden.
+local function hideExpired(deadlinesKey, bd, now)
+  local dropped = false
+  for id, a in pairs(bd.brokerAddrs) do
+    local s = rcall('ZSCORE', deadlinesKey, bd.cluster .. '/' .. a)
+    if s and tonumber(s) < now then
+      bd.brokerAddrs[id] = nil
+      dropped = true
+    end
+  end
+  return dropped
+end

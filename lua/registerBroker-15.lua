@@ -1,0 +1,233 @@
+--[[
+  registerBroker: REGISTER_BROKER (103), the broker-level half of RouteInfoManager.registerBroker
+  (rules R1-R9 and R11-R13). It decides whether the topic table must be written (R10) and, if so,
+  records a pending registration that registerBrokerTopics applies in bounded chunks; the new
+  dataVersion is committed only by the final chunk, so an interrupted registration is redone
+  by the next one instead of being mistaken for "unchanged".
+
+  KEYS[1]  {ns}:clusters        HASH cluster -> JSON array of broker names
+  KEYS[2]  {ns}:brokers         HASH brokerName -> BrokerData JSON
+  KEYS[3]  {ns}:live            HASH member -> live info JSON
+  KEYS[4]  {ns}:deadlines       ZSET member scored by deadline ms
+  KEYS[5]  {ns}:dataversions    HASH member -> DataVersion JSON
+  KEYS[6]  {ns}:filters         HASH member -> JSON array of filter servers
+  KEYS[7]  {ns}:pending         HASH member -> pending registration JSON
+  KEYS[8]  {ns}:epoch           STRING registration epoch counter
+  KEYS[9]  {ns}:routever        STRING route version
+  KEYS[10] {ns}:events          STREAM change log
+  KEYS[11] {ns}:bdigest         HASH brokerName -> digest of its registered topic names
+  KEYS[12] {ns}:kvns            SET KV namespaces
+  KEYS[13] {ns}:kv:ORDER_TOPIC_CONFIG  HASH topic -> order config
+  KEYS[14] {ns}:alive:<cluster>/<addr> STRING epoch, PX = remaining life
+  KEYS[15] {ns}:btopics:<brokerName>  SET topics the broker name has queues in
+
+  ARGV[1]  clusterName
+  ARGV[2]  brokerAddr
+  ARGV[3]  brokerName
+  ARGV[4]  brokerId (integer)
+  ARGV[5]  haServerAddr
+  ARGV[6]  zoneName ('' = none)
+  ARGV[7]  heartbeat timeout ms (the header's, else the configured default)
+  ARGV[8]  enableActingMaster: '' when the header lacks it (4.x broker), 'true' or 'false'
+  ARGV[9]  dataVersion JSON, canonical {"counter":N,"stateVersion":N,"timestamp":N}
+  ARGV[10] dataVersion.stateVersion (integer)
+  ARGV[11] filterServerList: '' when not sent, else a JSON array
+  ARGV[12] number of topics in the body's topicConfigTable
+  ARGV[13] digest of the sorted topic names of the body
+  ARGV[14] registration token: fences this registration's chunks
+  ARGV[15] id of the worker handling the request (diagnostics)
+  ARGV[16] change-log length
+  ARGV[17] '1' to return the ORDER_TOPIC_CONFIG table (returnOrderTopicConfigToBroker)
+  ARGV[18] '1' when deleteTopicWithBrokerRegistration is on and the body has no static-topic
+           mappings (R10a): leftover topics of the broker then force a topic pass
+
+  Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat}
+    status 1 registered; 0 refused (R7: first registration of an id carrying exactly one topic);
+    2 ignored (R6: an older stateVersion than the live registration of the same id).
+    mode 0 topics untouched; 1 upsert every topic; 2 add only topics missing for the broker.
+    masterAddr/haServerAddr are '' unless the broker is a slave and its master is live (R13).
+    orderConfigFlat is HGETALL of the ORDER_TOPIC_CONFIG namespace when hasOrderConfig is 1.
+  Error codes: none; invalid input is rejected by the worker before the call.
+  Complexity: O(ids of the broker name + brokers of the cluster); never touches topics.
+]]
+--- @include "common"
+
+local K = {clusters = KEYS[1], brokers = KEYS[2], live = KEYS[3], deadlines = KEYS[4],
+  dataversions = KEYS[5], filters = KEYS[6], pending = KEYS[7], epoch = KEYS[8],
+  routever = KEYS[9], events = KEYS[10], bdigest = KEYS[11], kvns = KEYS[12], orderKv = KEYS[13],
+  alive = KEYS[14], btopics = KEYS[15]}
+local cluster, addr, brokerName = ARGV[1], ARGV[2], ARGV[3]
+local brokerId = tonumber(ARGV[4])
+local idKey = tostring(brokerId)
+local haAddr, zoneName = ARGV[5], ARGV[6]
+local timeout = tonumber(ARGV[7])
+local actingArg = ARGV[8]
+local dataVersion, stateVersion = ARGV[9], tonumber(ARGV[10])
+local filterList = ARGV[11]
+local topicCount = tonumber(ARGV[12])
+local digest, token, via = ARGV[13], ARGV[14], ARGV[15]
+local maxLen = ARGV[16]
+local wantOrderConfig = ARGV[17] == '1'
+local pruneLeftovers = ARGV[18] == '1'
+local member = cluster .. '/' .. addr
+local now = nowMs()
+
+local function addToCluster()
+  local list = rcall('HGET', K.clusters, cluster)
+  local names = list and cjson.decode(list) or {}
+  for _, n in ipairs(names) do
+    if n == brokerName then return end
+  end
+  names[#names + 1] = brokerName
+  rcall('HSET', K.clusters, cluster, cjson.encode(names))
+end
+
+local function orderConfig()
+  if wantOrderConfig and rcall('SISMEMBER', K.kvns, 'ORDER_TOPIC_CONFIG') == 1 then
+    return 1, rcall('HGETALL', K.orderKv)
+  end
+  return 0, {}
+end
+
+local function dropLive()
+  rcall('HDEL', K.live, member)
+  rcall('ZREM', K.deadlines, member)
+  rcall('HDEL', K.dataversions, member)
+  rcall('HDEL', K.pending, member)
+  rcall('DEL', K.alive)
+end
+
+-- R2/R3: the BrokerData of this name; cluster is fixed at creation.
+local raw = rcall('HGET', K.brokers, brokerName)
+local registerFirst = raw == false
+local bd
+if registerFirst then
+  bd = {cluster = cluster, brokerName = brokerName, brokerAddrs = {}, enableActingMaster = false}
+else
+  bd = cjson.decode(raw)
+end
+local isOldVersion = actingArg == ''
+local acting = (not isOldVersion) and actingArg == 'true'
+local bdChanged = registerFirst
+if bd.enableActingMaster ~= acting then bdChanged = true end
+bd.enableActingMaster = acting
+local zone = zoneName ~= '' and zoneName or nil
+local oldZone = bd.zoneName ~= cjson.null and bd.zoneName or nil
+if oldZone ~= zone then bdChanged = true end
+bd.zoneName = zone
+
+-- R5: one address holds one id; a promoted slave drops its old id.
+for id, a in pairs(bd.brokerAddrs) do
+  if a == addr and id ~= idKey then
+    bd.brokerAddrs[id] = nil
+    bdChanged = true
+  end
+end
+
+local function saveBroker()
+  if bdChanged then
+    rcall('HSET', K.brokers, brokerName, encodeBroker(bd))
+    rcall('INCR', K.routever)
+  end
+end
+
+-- R6: another address holds this id with a newer stateVersion: ignore this registration.
+local oldAddr = bd.brokerAddrs[idKey]
+if oldAddr and oldAddr ~= addr then
+  local otherDv = decodeOrNil(rcall('HGET', K.dataversions, cluster .. '/' .. oldAddr))
+  if otherDv and rcall('HEXISTS', K.live, cluster .. '/' .. oldAddr) == 1
+      and tonumber(otherDv.stateVersion or 0) > stateVersion then
+    addToCluster()
+    saveBroker()
+    dropLive()
+    emit(K.events, maxLen, 'register', now, {'result', 'ignored', 'cluster', cluster,
+      'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'dataVersion', dataVersion,
+      'via', via})
+    local hasOrder, order = orderConfig()
+    return {2, 0, 0, '', '', hasOrder, order}
+  end
+end
+
+-- R7: a first registration of this id carrying exactly one topic is refused.
+if oldAddr == nil and topicCount == 1 then
+  if not registerFirst then
+    addToCluster()
+    saveBroker()
+  end
+  emit(K.events, maxLen, 'register', now, {'result', 'refused', 'cluster', cluster,
+    'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'via', via})
+  return {0, 0, 0, '', '', 0, {}}
+end
+
+-- R1, R8
+addToCluster()
+if oldAddr ~= addr then bdChanged = true end
+bd.brokerAddrs[idKey] = addr
+if oldAddr == nil or oldAddr == '' then registerFirst = true end
+saveBroker()
+
+-- R9/R10: only the master, or the lowest slave of a new-version broker, writes topics.
+local isMaster = brokerId == 0
+local isPrimeSlave = (not isOldVersion) and (not isMaster) and brokerId == minBrokerId(bd.brokerAddrs)
+local prevDv = rcall('HGET', K.dataversions, member)
+local changed = prevDv ~= dataVersion
+local mode = 0
+if isMaster or isPrimeSlave then
+  if registerFirst or changed then
+    mode = 1
+  elseif rcall('HGET', K.bdigest, brokerName) ~= digest
+      or (pruneLeftovers and rcall('SCARD', K.btopics) ~= topicCount) then
+    mode = 2
+  end
+end
+
+-- R11: liveness, with a new epoch that fences every later removal.
+local prevLive = rcall('HGET', K.live, member)
+local prevDeadline = tonumber(rcall('ZSCORE', K.deadlines, member) or '0')
+local newSession = (not prevLive) or prevDeadline < now
+local epoch = rcall('INCR', K.epoch)
+local deadline = now + timeout
+rcall('HSET', K.live, member, cjson.encode({brokerName = brokerName, brokerId = brokerId,
+  epoch = epoch, heartbeatTimeoutMillis = timeout, haServerAddr = haAddr, via = via,
+  registeredAt = now}))
+rcall('ZADD', K.deadlines, deadline, member)
+rcall('SET', K.alive, epoch, 'PX', timeout)
+if mode == 0 then
+  rcall('HSET', K.dataversions, member, dataVersion)
+  rcall('HDEL', K.pending, member)
+else
+  rcall('HSET', K.pending, member, cjson.encode({token = token, mode = mode,
+    wipe = isPrimeSlave and acting, mapWrite = registerFirst or changed,
+    dataVersion = dataVersion, digest = digest, epoch = epoch}))
+end
+
+-- R12
+if filterList ~= '' then
+  if filterList == '[]' then
+    rcall('HDEL', K.filters, member)
+  else
+    rcall('HSET', K.filters, member, filterList)
+  end
+end
+
+-- R13: a slave learns its live master's address and HA address.
+local masterAddr, masterHa = '', ''
+if not isMaster then
+  local m = bd.brokerAddrs['0']
+  if m then
+    local info = decodeOrNil(rcall('HGET', K.live, cluster .. '/' .. m))
+    local mDeadline = tonumber(rcall('ZSCORE', K.deadlines, cluster .. '/' .. m) or '0')
+    if info and mDeadline >= now then
+      masterAddr = m
+      masterHa = info.haServerAddr or ''
+    end
+  end
+end
+
+emit(K.events, maxLen, 'register', now, {'result', 'ok', 'cluster', cluster,
+  'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'epoch', epoch,
+  'deadline', deadline, 'timeoutMillis', timeout, 'dataVersion', dataVersion,
+  'newSession', newSession and '1' or '0', 'mode', mode, 'brokerData', encodeBroker(bd),
+  'haServerAddr', haAddr, 'via', via})
+local hasOrder, order = orderConfig()
+return {1, epoch, mode, masterAddr, masterHa, hasOrder, order}

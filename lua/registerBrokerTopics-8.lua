@@ -1,0 +1,110 @@
+--[[
+  registerBrokerTopics: one bounded chunk of REGISTER_BROKER's topic writes (rule R10, with
+  createAndUpdateQueueData of R10b, the removals of R10a and the static-topic mappings of R10c).
+  Runs only while the registration that registerBroker recorded as pending still owns the
+  broker (same token); a newer registration or an unregister fences older chunks out. Chunks
+  only add or update queues before the final one removes any, so no intermediate state loses a
+  route that existed before. The final chunk commits the dataVersion and topic digest.
+  @keys-variadic: after the 8 fixed keys come one {ns}:topic:<topic> key per upsert, then one per
+  removal, then one {ns}:mapping:<topic> key per mapping, in ARGV order.
+
+  KEYS[1]  {ns}:pending         HASH member -> pending registration JSON
+  KEYS[2]  {ns}:topics          SET of every topic
+  KEYS[3]  {ns}:topicflags      HASH topic -> topicSysFlag (only non-zero flags)
+  KEYS[4]  {ns}:btopics:<brokerName>  SET topics the broker name has queues in
+  KEYS[5]  {ns}:dataversions    HASH member -> DataVersion JSON
+  KEYS[6]  {ns}:bdigest         HASH brokerName -> digest of its registered topic names
+  KEYS[7]  {ns}:routever        STRING route version
+  KEYS[8]  {ns}:events          STREAM change log
+
+  ARGV[1]  member '<cluster>/<brokerAddr>'
+  ARGV[2]  brokerName
+  ARGV[3]  registration token the worker passed to registerBroker
+  ARGV[4]  '1' for the final chunk, else '0'
+  ARGV[5]  number of upserts U
+  ARGV[6]  number of removals R (only in a final chunk, for deleteTopicWithBrokerRegistration)
+  ARGV[7]  number of static-topic mappings M (only in a final chunk)
+  ARGV[8]  change-log length
+  ARGV[9]  chunk number (diagnostics)
+  then U triples: topic, QueueData JSON (canonical, as the broker sent it), topicSysFlag
+  then R topic names
+  then M pairs: topic, TopicQueueMappingInfo JSON
+
+  Returns: {status, upserted, removed}
+    status 1 applied; -1 fenced (no pending registration with this token: nothing written).
+  Complexity: O(U + R + M).
+]]
+--- @include "common"
+
+local K = {pending = KEYS[1], topics = KEYS[2], topicflags = KEYS[3], btopics = KEYS[4],
+  dataversions = KEYS[5], bdigest = KEYS[6], routever = KEYS[7], events = KEYS[8]}
+local member, brokerName, token = ARGV[1], ARGV[2], ARGV[3]
+local final = ARGV[4] == '1'
+local nUp, nRm, nMap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local maxLen, chunk = ARGV[8], ARGV[9]
+
+local pending = decodeOrNil(rcall('HGET', K.pending, member))
+if not pending or pending.token ~= token then
+  return {-1, 0, 0}
+end
+local now = nowMs()
+local upserted, removed = {}, {}
+local a = 10
+for i = 1, nUp do
+  local topic, qd, flag = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  a = a + 3
+  local key = KEYS[8 + i]
+  if pending.wipe then qd = clearWriteBit(qd) end
+  local written
+  if pending.mode == 1 then
+    written = rcall('HGET', key, brokerName) ~= qd
+    if written then rcall('HSET', key, brokerName, qd) end
+  else
+    written = rcall('HSETNX', key, brokerName, qd) == 1
+  end
+  if written then
+    upserted[#upserted + 1] = '[' .. cjson.encode(topic) .. ',' .. qd .. ']'
+    rcall('SADD', K.topics, topic)
+    rcall('SADD', K.btopics, topic)
+    if flag ~= 0 then
+      rcall('HSET', K.topicflags, topic, flag)
+    elseif rcall('HLEN', key) == 1 then
+      rcall('HDEL', K.topicflags, topic)
+    end
+  end
+end
+for j = 1, nRm do
+  local topic = ARGV[a]
+  a = a + 1
+  local key = KEYS[8 + nUp + j]
+  if rcall('HDEL', key, brokerName) == 1 then
+    removed[#removed + 1] = topic
+    if rcall('EXISTS', key) == 0 then
+      rcall('SREM', K.topics, topic)
+      rcall('HDEL', K.topicflags, topic)
+    end
+  end
+  rcall('SREM', K.btopics, topic)
+end
+if final then
+  if pending.mapWrite then
+    for m = 1, nMap do
+      rcall('HSET', KEYS[8 + nUp + nRm + m], brokerName, ARGV[a + 1])
+      a = a + 2
+    end
+  end
+  rcall('HSET', K.dataversions, member, pending.dataVersion)
+  rcall('HSET', K.bdigest, brokerName, pending.digest)
+  rcall('HDEL', K.pending, member)
+end
+if #upserted > 0 or #removed > 0 then
+  rcall('INCR', K.routever)
+end
+if #upserted > 0 or #removed > 0 or final then
+  local cluster = string.match(member, '^(.*)/[^/]*$')
+  emit(K.events, maxLen, 'registerQueues', now, {'cluster', cluster, 'brokerName', brokerName,
+    'brokerAddr', string.sub(member, #cluster + 2), 'epoch', pending.epoch,
+    'upserted', '[' .. table.concat(upserted, ',') .. ']', 'removed', jsonList(removed),
+    'final', final and '1' or '0', 'chunk', chunk, 'dataVersion', pending.dataVersion})
+end
+return {1, #upserted, #removed}

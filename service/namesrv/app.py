@@ -1,0 +1,149 @@
+"""The composition root: ``create_app(settings)`` builds one worker.
+
+Each resource has its own cleanup context, set up in order and torn down in reverse:
+Redis (embedded or external) -> script library and registry -> change feed (fleet-wide config)
+-> expiry sweeper -> extra contexts (the remoting listener). A worker holds no route state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from namesrv.changefeed import ChangeFeed
+from namesrv.config import Settings
+from namesrv.http.api import setup_routes
+from namesrv.http.middleware import error_middleware
+from namesrv.keys import METRICS, REDIS, SCRIPTS, SERVICE, STORE, WORKER
+from namesrv.metrics import Metrics
+from namesrv.registry.service import RegistryService
+from namesrv.store.embedded import EmbeddedRedis
+from namesrv.store.keyspace import Keyspace
+from namesrv.store.redis_client import connect
+from namesrv.store.registry_store import RegistryStore
+from namesrv.store.scripts import ScriptRegistry
+from namesrv.worker import WorkerState
+
+log = logging.getLogger(__name__)
+CleanupContext = Callable[[web.Application], contextlib.AbstractAsyncContextManager[None]]
+FEED = web.AppKey("feed", ChangeFeed)
+
+
+async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
+    worker = app[WORKER]
+    embedded: EmbeddedRedis | None = None
+    url = worker.base.redisUrl
+    if not url:
+        embedded = EmbeddedRedis(worker.base.dataDir)
+        url = await embedded.start()
+    worker.redis_url = url
+    try:
+        app[REDIS] = await connect(url)
+        try:
+            yield
+        finally:
+            await app[REDIS].aclose()
+    finally:
+        if embedded:
+            await embedded.stop()
+
+
+async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
+    worker, metrics = app[WORKER], app[METRICS]
+
+    def observe(script: str, seconds: float) -> None:
+        metrics.script_latency.labels(script).observe(seconds)
+
+    scripts = ScriptRegistry(app[REDIS], observe=observe)
+    await scripts.preload()
+    log.info("loaded %d Lua scripts, bundle %s", len(scripts.scripts), scripts.bundle_hash)
+    store = RegistryStore(
+        app[REDIS],
+        Keyspace(worker.base.namespace),
+        scripts,
+        events_max_len=worker.base.eventsMaxLen,
+        worker_id=worker.worker_id,
+    )
+    await store.check_schema()
+    worker.apply_overrides(await store.config_overrides())
+    app[SCRIPTS] = scripts
+    app[STORE] = store
+    app[SERVICE] = RegistryService(store, worker.current)
+    worker.scripts_loaded = True
+    yield
+
+
+async def changefeed_ctx(app: web.Application) -> AsyncIterator[None]:
+    store, worker = app[STORE], app[WORKER]
+    feed = ChangeFeed(app[REDIS], store.k.events)
+
+    async def on_change(kind: str, fields: Mapping[str, str]) -> None:
+        if kind == "config":
+            worker.apply_overrides(await store.config_overrides())
+
+    async def resync() -> None:
+        worker.apply_overrides(await store.config_overrides())
+
+    feed.subscribe(on_change, resync)
+    await feed.start()
+    app[FEED] = feed
+    try:
+        yield
+    finally:
+        await feed.stop()
+
+
+async def sweeper_ctx(app: web.Application) -> AsyncIterator[None]:
+    service, worker, metrics = app[SERVICE], app[WORKER], app[METRICS]
+
+    async def loop() -> None:
+        # Workers start at different times; jitter keeps their sweeps from lining up anyway.
+        await asyncio.sleep(random.uniform(0, worker.settings.scanNotActiveBrokerInterval / 1000))
+        while True:
+            try:
+                expired = await service.sweep()
+                if expired:
+                    metrics.expired.inc(expired)
+                    log.info("sweep removed %d expired broker(s)", expired)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("expiry sweep failed; will retry")
+            await asyncio.sleep(worker.settings.scanNotActiveBrokerInterval / 1000)
+
+    task = asyncio.create_task(loop(), name="sweeper")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def begin_drain(app: web.Application) -> None:
+    """SIGTERM: readiness turns false at once; brokers are never removed by our own shutdown."""
+    app[WORKER].draining = True
+    app[METRICS].ready.set(0)
+
+
+def create_app(
+    settings: Settings, *, extra_contexts: tuple[CleanupContext, ...] = (), worker: WorkerState | None = None
+) -> web.Application:
+    app = web.Application(client_max_size=settings.httpMaxBodyBytes, middlewares=[error_middleware])
+    app[WORKER] = worker or WorkerState(settings)
+    app[METRICS] = Metrics()
+    app.cleanup_ctx.extend(
+        [_ctx(redis_ctx), _ctx(registry_ctx), _ctx(changefeed_ctx), _ctx(sweeper_ctx), *extra_contexts]
+    )
+    setup_routes(app)
+    return app
+
+
+def _ctx(fn: Callable[[web.Application], AsyncIterator[None]]) -> Any:
+    return fn

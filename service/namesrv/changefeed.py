@@ -1,0 +1,98 @@
+"""Tail the registry's change log (``{ns}:events``) and tell this worker's listeners.
+
+Redis Streams are resumable, unlike pub/sub: a worker that loses its connection picks up after
+the last entry it saw. If entries were trimmed in between, listeners are told to resynchronise
+(``on_gap``), and a periodic resync bounds staleness whatever happens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
+Listener = Callable[[str, Mapping[str, str]], Awaitable[None]]
+Resync = Callable[[], Awaitable[None]]
+
+
+class ChangeFeed:
+    def __init__(
+        self, redis: Redis, stream: str, *, block_ms: int = 1000, resync_seconds: float = 30.0
+    ) -> None:
+        self.redis = redis
+        self.stream = stream
+        self.block_ms = block_ms
+        self.resync_seconds = resync_seconds
+        self.listeners: list[Listener] = []
+        self.resyncs: list[Resync] = []
+        self.last_id = "$"
+        self._task: asyncio.Task[None] | None = None
+
+    def subscribe(self, listener: Listener, resync: Resync) -> None:
+        self.listeners.append(listener)
+        self.resyncs.append(resync)
+
+    async def resync(self) -> None:
+        for fn in self.resyncs:
+            try:
+                await fn()
+            except Exception:  # a listener's failure must not stop the feed
+                log.exception("change feed resync failed")
+
+    async def start(self) -> None:
+        info = await self.redis.xinfo_stream(self.stream) if await self.redis.exists(self.stream) else None
+        self.last_id = str(info["last-generated-id"]) if info else "0-0"
+        self._task = asyncio.create_task(self._run(), name="changefeed")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_resync = loop.time() + self.resync_seconds
+        while True:
+            try:
+                if loop.time() >= next_resync:
+                    await self.resync()
+                    next_resync = loop.time() + self.resync_seconds
+                reply: Any = await self.redis.xread(
+                    {self.stream: self.last_id}, count=500, block=self.block_ms
+                )
+                for _stream, entries in reply or []:
+                    await self._dispatch(entries)
+            except asyncio.CancelledError:
+                raise
+            except RedisError as exc:
+                log.warning("change feed: %s; retrying", exc)
+                await asyncio.sleep(1.0)
+            except Exception:
+                log.exception("change feed listener failed")
+                await asyncio.sleep(1.0)
+
+    async def _dispatch(self, entries: list[tuple[str, dict[str, str]]]) -> None:
+        if entries and self.last_id != "0-0" and await self._trimmed_past_us():
+            await self.resync()
+        for entry_id, fields in entries:
+            self.last_id = entry_id
+            kind = fields.get("kind", "")
+            for listener in self.listeners:
+                await listener(kind, fields)
+
+    async def _trimmed_past_us(self) -> bool:
+        """True when trimming removed the last entry we saw: entries after it may be lost too."""
+        head: Any = await self.redis.xrange(self.stream, min="-", max="+", count=1)
+        return bool(head) and stream_id(str(head[0][0])) > stream_id(self.last_id)
+
+
+def stream_id(text: str) -> tuple[int, int]:
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)

@@ -1,0 +1,75 @@
+"""``namesrv``: start a worker (``mqnamesrv``-compatible flags), or run a tool.
+
+namesrv [-c FILE] [-p]      serve; -c takes TOML or a Java namesrv.properties; -p prints the
+                            effective configuration and exits
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from namesrv import logs
+from namesrv.config import ConfigError, Settings, load_settings
+from namesrv.javaprops import format_properties
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="namesrv", description="A RocketMQ NameServer fleet worker: stateless, routes in Redis."
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        "--configFile",
+        dest="config",
+        metavar="FILE",
+        help="config file: TOML (see config/default.toml) or a Java namesrv.properties",
+    )
+    parser.add_argument(
+        "-p",
+        "--print-config",
+        "--printConfigItem",
+        dest="print_config",
+        action="store_true",
+        help="print the effective configuration and exit",
+    )
+    parser.add_argument(
+        "-n",
+        "--namesrvAddr",
+        dest="namesrv_addr",
+        metavar="ADDR",
+        help="accepted for mqnamesrv compatibility; has no effect",
+    )
+    return parser
+
+
+def print_config(settings: Settings) -> None:
+    sys.stdout.write(format_properties(settings.as_properties()))
+    if settings.embedded_redis:
+        sys.stdout.write(
+            "# redisUrl is empty: an embedded redis-server will be started. It serves one "
+            "process on one machine only; set NAMESRV_REDIS_URL to share a registry.\n"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"namesrv: configuration error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print_config(settings)
+        return 0
+    logs.configure(settings.logLevel, settings.logFormat)
+    from namesrv.runner import run  # keep `-p` free of the server's imports
+
+    run(settings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

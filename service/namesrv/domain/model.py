@@ -1,0 +1,265 @@
+"""The NameServer's data, as immutable values with RocketMQ's field names.
+
+``to_obj`` gives the plain structure :mod:`namesrv.protocol.fastjson` renders (bean
+properties in alphabetical order, Java ``Map<Long, …>`` as :class:`IntKeyDict`);
+``from_obj`` accepts what a Java broker or an HTTP client sends, with types checked so that a
+bad payload is a :class:`BadRequest`, never a half-written registration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from namesrv.domain.codes import PERM_WRITE
+from namesrv.domain.errors import BadRequest
+from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps
+
+JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
+JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
+MAX_NAME_LENGTH = 255  # TopicValidator's limit for %RETRY%/%DLQ% topics; also caps other names
+
+
+def _field(
+    obj: Mapping[str, Any],
+    name: str,
+    kind: type,
+    default: Any,
+    where: str,
+    lo: int = JAVA_LONG_MIN,
+    hi: int = JAVA_LONG_MAX,
+) -> Any:
+    value = obj.get(name, default)
+    if value is None:
+        return default
+    if kind is int:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise BadRequest(f"{where}.{name} must be an integer, got {type(value).__name__}")
+        if not lo <= value <= hi:
+            raise BadRequest(f"{where}.{name} = {value} is out of range [{lo}, {hi}]")
+        return value
+    if kind is bool:
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise BadRequest(f"{where}.{name} must be a boolean, got {type(value).__name__}")
+        return value
+    if kind is str:
+        if not isinstance(value, str):
+            raise BadRequest(f"{where}.{name} must be a string, got {type(value).__name__}")
+        return value
+    raise AssertionError(kind)
+
+
+def check_name(value: str, what: str) -> str:
+    """Reject names that would corrupt keys or logs; RocketMQ itself checks charsets client-side."""
+    if not value:
+        raise BadRequest(f"{what} must not be empty")
+    if len(value) > MAX_NAME_LENGTH:
+        raise BadRequest(f"{what} is {len(value)} characters long; the maximum is {MAX_NAME_LENGTH}")
+    if not value.isprintable():
+        raise BadRequest(f"{what} contains control characters")
+    return value
+
+
+def check_addr(value: str, what: str) -> str:
+    check_name(value, what)
+    if "/" in value or " " in value:
+        raise BadRequest(f"{what} {value!r} is not an ip:port address")
+    return value
+
+
+@dataclass(frozen=True)
+class DataVersion:
+    """A broker's topic-config version; equality is over all three fields, as in Java."""
+
+    counter: int = 0
+    stateVersion: int = 0
+    timestamp: int = 0
+
+    def to_obj(self) -> dict[str, Any]:
+        return {"counter": self.counter, "stateVersion": self.stateVersion, "timestamp": self.timestamp}
+
+    def to_json(self) -> str:
+        return dumps(self.to_obj())
+
+    @classmethod
+    def from_obj(cls, obj: Any, where: str = "dataVersion") -> DataVersion:
+        if obj is None:
+            return cls()
+        if not isinstance(obj, Mapping):
+            raise BadRequest(f"{where} must be an object")
+        return cls(
+            counter=_field(obj, "counter", int, 0, where),
+            stateVersion=_field(obj, "stateVersion", int, 0, where),
+            timestamp=_field(obj, "timestamp", int, 0, where),
+        )
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    topicName: str
+    readQueueNums: int = 16
+    writeQueueNums: int = 16
+    perm: int = 6
+    topicFilterType: str = "SINGLE_TAG"
+    topicSysFlag: int = 0
+    order: bool = False
+    attributes: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_obj(cls, obj: Any, key: str) -> TopicConfig:
+        where = f"topicConfigTable[{key!r}]"
+        if not isinstance(obj, Mapping):
+            raise BadRequest(f"{where} must be an object")
+        name = _field(obj, "topicName", str, key, where)
+        attrs = obj.get("attributes") or {}
+        if not isinstance(attrs, Mapping):
+            raise BadRequest(f"{where}.attributes must be an object")
+        return cls(
+            topicName=check_name(name, f"{where}.topicName"),
+            readQueueNums=_field(obj, "readQueueNums", int, 16, where, 0, JAVA_INT_MAX),
+            writeQueueNums=_field(obj, "writeQueueNums", int, 16, where, 0, JAVA_INT_MAX),
+            perm=_field(obj, "perm", int, 6, where, JAVA_INT_MIN, JAVA_INT_MAX),
+            topicFilterType=_field(obj, "topicFilterType", str, "SINGLE_TAG", where),
+            topicSysFlag=_field(obj, "topicSysFlag", int, 0, where, JAVA_INT_MIN, JAVA_INT_MAX),
+            order=_field(obj, "order", bool, False, where),
+            attributes={str(k): str(v) for k, v in attrs.items()},
+        )
+
+    def queue_data(self, broker_name: str, *, wipe_write: bool = False) -> QueueData:
+        perm = self.perm & ~PERM_WRITE if wipe_write else self.perm
+        return QueueData(broker_name, perm, self.readQueueNums, self.topicSysFlag, self.writeQueueNums)
+
+
+@dataclass(frozen=True)
+class QueueData:
+    brokerName: str
+    perm: int
+    readQueueNums: int
+    topicSysFlag: int
+    writeQueueNums: int
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.brokerName,
+            "perm": self.perm,
+            "readQueueNums": self.readQueueNums,
+            "topicSysFlag": self.topicSysFlag,
+            "writeQueueNums": self.writeQueueNums,
+        }
+
+    def to_json(self) -> str:
+        """The canonical (DEFAULT dialect) text stored in Redis and sent on the wire."""
+        return dumps(self.to_obj())
+
+    @classmethod
+    def from_obj(cls, obj: Any, where: str = "queueData") -> QueueData:
+        if not isinstance(obj, Mapping):
+            raise BadRequest(f"{where} must be an object")
+        name = _field(obj, "brokerName", str, None, where)
+        if name is None:
+            raise BadRequest(f"{where}.brokerName is required")
+        return cls(
+            brokerName=check_name(name, f"{where}.brokerName"),
+            perm=_field(obj, "perm", int, 6, where, JAVA_INT_MIN, JAVA_INT_MAX),
+            readQueueNums=_field(obj, "readQueueNums", int, 16, where, 0, JAVA_INT_MAX),
+            topicSysFlag=_field(obj, "topicSysFlag", int, 0, where, JAVA_INT_MIN, JAVA_INT_MAX),
+            writeQueueNums=_field(obj, "writeQueueNums", int, 16, where, 0, JAVA_INT_MAX),
+        )
+
+
+@dataclass(frozen=True)
+class BrokerData:
+    cluster: str
+    brokerName: str
+    brokerAddrs: Mapping[int, str]
+    zoneName: str | None = None
+    enableActingMaster: bool = False
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "brokerAddrs": IntKeyDict(self.brokerAddrs),
+            "brokerName": self.brokerName,
+            "cluster": self.cluster,
+            "enableActingMaster": self.enableActingMaster,
+            "zoneName": self.zoneName,
+        }
+
+    @classmethod
+    def from_store(cls, obj: Mapping[str, Any]) -> BrokerData:
+        """From the JSON the Lua scripts keep in ``{ns}:brokers`` (string ids)."""
+        return cls(
+            cluster=obj["cluster"],
+            brokerName=obj["brokerName"],
+            brokerAddrs={int(k): v for k, v in (obj.get("brokerAddrs") or {}).items()},
+            zoneName=obj.get("zoneName") or None,
+            enableActingMaster=bool(obj.get("enableActingMaster")),
+        )
+
+
+@dataclass(frozen=True)
+class TopicConfigWrapper:
+    """``TopicConfigSerializeWrapper`` (plus the static-topic mapping of 5.x brokers)."""
+
+    topicConfigTable: Mapping[str, TopicConfig]
+    dataVersion: DataVersion
+    topicQueueMappingInfoMap: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RegisterBrokerRequest:
+    clusterName: str
+    brokerAddr: str
+    brokerName: str
+    brokerId: int
+    haServerAddr: str
+    wrapper: TopicConfigWrapper
+    filterServerList: tuple[str, ...] | None = None
+    zoneName: str | None = None
+    heartbeatTimeoutMillis: int | None = None
+    enableActingMaster: bool | None = None  # None: a 4.x broker that does not send the field
+
+
+@dataclass(frozen=True)
+class RegisterBrokerResult:
+    haServerAddr: str | None = None
+    masterAddr: str | None = None
+    order_topic_config: Mapping[str, str] | None = None  # the KVTable body, when returned
+    accepted: bool = True  # False: R6 stale stateVersion, answered 0 with no effect
+
+
+@dataclass(frozen=True)
+class TopicRouteData:
+    queueDatas: tuple[QueueData, ...]
+    brokerDatas: tuple[BrokerData, ...]
+    filterServerTable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    orderTopicConf: str | None = None
+    topicQueueMappingByBroker: Mapping[str, Any] | None = None
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "brokerDatas": [b.to_obj() for b in self.brokerDatas],
+            "filterServerTable": {k: list(v) for k, v in self.filterServerTable.items()},
+            "orderTopicConf": self.orderTopicConf,
+            "queueDatas": [q.to_obj() for q in self.queueDatas],
+            "topicQueueMappingByBroker": self.topicQueueMappingByBroker,
+        }
+
+    def to_json(self, dialect: Dialect) -> str:
+        return dumps(self.to_obj(), dialect)
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    brokerAddrTable: Mapping[str, BrokerData]
+    clusterAddrTable: Mapping[str, tuple[str, ...]]
+
+    def to_obj(self) -> dict[str, Any]:
+        return {
+            "brokerAddrTable": {k: v.to_obj() for k, v in self.brokerAddrTable.items()},
+            "clusterAddrTable": {k: list(v) for k, v in self.clusterAddrTable.items()},
+        }

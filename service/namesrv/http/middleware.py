@@ -1,0 +1,74 @@
+"""Every HTTP error is JSON ``{"code": <RocketMQ response code>, "remark": "..."}``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from namesrv.domain.codes import ResponseCode
+from namesrv.domain.errors import (
+    BadRequest,
+    Disabled,
+    NamesrvError,
+    NotFound,
+    NotReady,
+    PermissionDenied,
+    StoreUnavailable,
+)
+
+log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+OPERATION = "operation"
+
+
+def error_response(status: int, code: int, remark: str) -> web.Response:
+    return web.json_response({"code": code, "remark": remark}, status=status)
+
+
+def http_status(exc: NamesrvError) -> int:
+    if isinstance(exc, BadRequest):
+        return 400
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, PermissionDenied | Disabled):
+        return 403
+    if isinstance(exc, NotReady | StoreUnavailable):
+        return 503
+    return 500
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    from namesrv.keys import METRICS  # keys imports the app's types
+
+    started = time.perf_counter()
+    outcome = "ok"
+    try:
+        return await handler(request)
+    except NamesrvError as exc:
+        outcome = "error" if http_status(exc) >= 500 else "rejected"
+        return error_response(http_status(exc), int(exc.code), exc.remark)
+    except web.HTTPRequestEntityTooLarge:
+        outcome = "rejected"
+        return error_response(
+            413,
+            ResponseCode.INVALID_PARAMETER,
+            f"request body is larger than {request.app._client_max_size} bytes",
+        )
+    except web.HTTPException as exc:
+        if exc.status >= 400:
+            outcome = "rejected"
+            return error_response(exc.status, ResponseCode.INVALID_PARAMETER, exc.reason)
+        raise
+    except Exception as exc:
+        outcome = "error"
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+    finally:
+        op = request.match_info.route.name or "unknown"
+        metrics = request.app[METRICS]
+        metrics.requests.labels("http", op, outcome).inc()
+        metrics.latency.labels("http", op).observe(time.perf_counter() - started)

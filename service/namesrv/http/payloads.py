@@ -1,0 +1,187 @@
+"""Strict parsing of HTTP JSON bodies into domain requests.
+
+Unlike the remoting protocol, where we accept whatever a Java broker sends, the JSON API is
+ours: unknown fields, wrong types, missing fields and out-of-range numbers are 400s that say
+what is wrong, before anything reaches Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from namesrv.domain.errors import BadRequest
+from namesrv.domain.model import (
+    DataVersion,
+    QueueData,
+    RegisterBrokerRequest,
+    TopicConfig,
+    TopicConfigWrapper,
+    check_name,
+)
+
+REGISTER_FIELDS = {
+    "clusterName",
+    "brokerAddr",
+    "brokerName",
+    "brokerId",
+    "haServerAddr",
+    "heartbeatTimeoutMillis",
+    "enableActingMaster",
+    "zoneName",
+    "topicConfigSerializeWrapper",
+    "filterServerList",
+}
+WRAPPER_FIELDS = {
+    "dataVersion",
+    "topicConfigTable",
+    "topicQueueMappingInfoMap",
+    "mappingDataVersion",
+    "topicQueueMappingDetailMap",
+}
+TOPIC_CONFIG_FIELDS = {
+    "topicName",
+    "readQueueNums",
+    "writeQueueNums",
+    "perm",
+    "topicFilterType",
+    "topicSysFlag",
+    "order",
+    "attributes",
+}
+DATA_VERSION_FIELDS = {"counter", "stateVersion", "timestamp"}
+QUEUE_DATA_FIELDS = {"brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQueueNums"}
+UNREGISTER_FIELDS = {"clusterName", "brokerAddr", "brokerName", "brokerId", "epoch"}
+HEARTBEAT_FIELDS = {"clusterName", "brokerAddr", "brokerName", "brokerId", "dataVersion"}
+
+
+async def json_body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    if not raw:
+        raise BadRequest("request body is empty; a JSON object is expected")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest(f"request body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def only(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise BadRequest(f"{where}: unknown field(s) {', '.join(unknown)}")
+
+
+def required_str(obj: Mapping[str, Any], name: str, where: str = "body") -> str:
+    value = obj.get(name)
+    if value is None:
+        raise BadRequest(f"{where}.{name} is required")
+    if not isinstance(value, str):
+        raise BadRequest(f"{where}.{name} must be a string, got {type(value).__name__}")
+    return check_name(value, f"{where}.{name}")
+
+
+def optional_str(obj: Mapping[str, Any], name: str, where: str = "body") -> str | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"{where}.{name} must be a string, got {type(value).__name__}")
+    return value
+
+
+def integer(
+    obj: Mapping[str, Any], name: str, *, lo: int, hi: int, required: bool = True, where: str = "body"
+) -> int | None:
+    value = obj.get(name)
+    if value is None:
+        if required:
+            raise BadRequest(f"{where}.{name} is required")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"{where}.{name} must be an integer, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise BadRequest(f"{where}.{name} = {value} is out of range [{lo}, {hi}]")
+    return value
+
+
+def optional_bool(obj: Mapping[str, Any], name: str, where: str = "body") -> bool | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise BadRequest(f"{where}.{name} must be true or false, got {type(value).__name__}")
+    return value
+
+
+def data_version(obj: Any, where: str) -> DataVersion:
+    if not isinstance(obj, Mapping):
+        raise BadRequest(f"{where} must be an object")
+    only(obj, DATA_VERSION_FIELDS, where)
+    return DataVersion.from_obj(obj, where)
+
+
+def wrapper(obj: Any) -> TopicConfigWrapper:
+    where = "topicConfigSerializeWrapper"
+    if obj is None:
+        return TopicConfigWrapper({}, DataVersion())
+    if not isinstance(obj, Mapping):
+        raise BadRequest(f"{where} must be an object")
+    only(obj, WRAPPER_FIELDS, where)
+    table = obj.get("topicConfigTable") or {}
+    if not isinstance(table, Mapping):
+        raise BadRequest(f"{where}.topicConfigTable must be an object")
+    configs: dict[str, TopicConfig] = {}
+    for key, tc in table.items():
+        if isinstance(tc, Mapping):
+            only(tc, TOPIC_CONFIG_FIELDS, f"{where}.topicConfigTable[{key!r}]")
+        config = TopicConfig.from_obj(tc, key)
+        configs[config.topicName] = config
+    mappings = obj.get("topicQueueMappingInfoMap") or {}
+    if not isinstance(mappings, Mapping) or not all(isinstance(v, Mapping) for v in mappings.values()):
+        raise BadRequest(f"{where}.topicQueueMappingInfoMap must map topics to objects")
+    version = (
+        data_version(obj["dataVersion"], f"{where}.dataVersion") if obj.get("dataVersion") else DataVersion()
+    )
+    return TopicConfigWrapper(configs, version, {str(k): dict(v) for k, v in mappings.items()})
+
+
+def register_request(body: Mapping[str, Any]) -> RegisterBrokerRequest:
+    only(body, REGISTER_FIELDS, "body")
+    filters = body.get("filterServerList")
+    if filters is not None and (
+        not isinstance(filters, list) or not all(isinstance(f, str) for f in filters)
+    ):
+        raise BadRequest("body.filterServerList must be a list of strings")
+    return RegisterBrokerRequest(
+        clusterName=required_str(body, "clusterName"),
+        brokerAddr=required_str(body, "brokerAddr"),
+        brokerName=required_str(body, "brokerName"),
+        brokerId=integer(body, "brokerId", lo=0, hi=2**63 - 1) or 0,
+        haServerAddr=optional_str(body, "haServerAddr") or "",
+        wrapper=wrapper(body.get("topicConfigSerializeWrapper")),
+        filterServerList=None if filters is None else tuple(filters),
+        zoneName=optional_str(body, "zoneName"),
+        heartbeatTimeoutMillis=integer(
+            body, "heartbeatTimeoutMillis", lo=1000, hi=86_400_000, required=False
+        ),
+        enableActingMaster=optional_bool(body, "enableActingMaster"),
+    )
+
+
+def queue_datas(body: Mapping[str, Any]) -> list[QueueData]:
+    only(body, {"queueDatas"}, "body")
+    items = body.get("queueDatas")
+    if not isinstance(items, list) or not items:
+        raise BadRequest("body.queueDatas must be a non-empty list")
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, Mapping):
+            only(item, QUEUE_DATA_FIELDS, f"body.queueDatas[{i}]")
+        out.append(QueueData.from_obj(item, f"body.queueDatas[{i}]"))
+    return out

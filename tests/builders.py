@@ -1,0 +1,102 @@
+"""Builders for broker registrations used across the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from namesrv.domain.model import (
+    DataVersion,
+    RegisterBrokerRequest,
+    TopicConfig,
+    TopicConfigWrapper,
+)
+
+Topic = tuple[int, int, int, int]  # readQueueNums, writeQueueNums, perm, topicSysFlag
+
+
+def topic_table(topics: dict[str, Topic] | list[str]) -> dict[str, TopicConfig]:
+    if isinstance(topics, list):
+        topics = {t: (8, 8, 6, 0) for t in topics}
+    return {
+        name: TopicConfig(name, r, w, perm, topicSysFlag=flag) for name, (r, w, perm, flag) in topics.items()
+    }
+
+
+def register(
+    cluster: str = "DefaultCluster",
+    name: str = "broker-a",
+    addr: str = "127.0.0.1:10911",
+    broker_id: int = 0,
+    topics: dict[str, Topic] | list[str] | None = None,
+    *,
+    counter: int = 1,
+    timestamp: int = 1700000000000,
+    state_version: int = 0,
+    ha: str | None = None,
+    acting: bool | None = False,
+    timeout: int | None = None,
+    zone: str | None = None,
+    filters: tuple[str, ...] | None = (),
+    mappings: dict[str, Any] | None = None,
+) -> RegisterBrokerRequest:
+    if topics is None:
+        topics = ["TopicTest", "TBW102"]
+    host, port = addr.rsplit(":", 1)
+    return RegisterBrokerRequest(
+        clusterName=cluster,
+        brokerAddr=addr,
+        brokerName=name,
+        brokerId=broker_id,
+        haServerAddr=ha or f"{host}:{int(port) + 1}",
+        wrapper=TopicConfigWrapper(
+            topic_table(topics), DataVersion(counter, state_version, timestamp), mappings or {}
+        ),
+        filterServerList=filters,
+        zoneName=zone,
+        heartbeatTimeoutMillis=timeout,
+        enableActingMaster=acting,
+    )
+
+
+def register_json(
+    cluster: str = "DefaultCluster",
+    name: str = "broker-a",
+    addr: str = "127.0.0.1:10911",
+    broker_id: int = 0,
+    topics: dict[str, Topic] | list[str] | None = None,
+    *,
+    counter: int = 1,
+    **extra: Any,
+) -> dict[str, Any]:
+    if topics is None:
+        topics = ["TopicTest", "TBW102"]
+    if isinstance(topics, list):
+        topics = {t: (8, 8, 6, 0) for t in topics}
+    host, port = addr.rsplit(":", 1)
+    body: dict[str, Any] = {
+        "clusterName": cluster,
+        "brokerName": name,
+        "brokerAddr": addr,
+        "brokerId": broker_id,
+        "haServerAddr": f"{host}:{int(port) + 1}",
+        "enableActingMaster": False,
+        "topicConfigSerializeWrapper": {
+            "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1700000000000},
+            "topicConfigTable": {
+                t: {
+                    "topicName": t,
+                    "readQueueNums": r,
+                    "writeQueueNums": w,
+                    "perm": perm,
+                    "topicSysFlag": flag,
+                    "topicFilterType": "SINGLE_TAG",
+                    "order": False,
+                    "attributes": {},
+                }
+                for t, (r, w, perm, flag) in topics.items()
+            },
+        },
+        "filterServerList": [],
+    }
+    body.update(extra)
+    return body

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from redis.asyncio import Redis
+
+from namesrv.app import create_app
+from namesrv.config import Settings
+from namesrv.keys import SERVICE, STORE
+from namesrv.registry.service import RegistryService
+from namesrv.store.keyspace import Keyspace
+from namesrv.store.registry_store import RegistryStore
+from namesrv.store.scripts import ScriptRegistry
+from tests.redis_server import redis_for_tests
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    with redis_for_tests() as url:
+        yield url
+
+
+@pytest.fixture
+def namespace() -> str:
+    """Every test gets its own key namespace, so tests never see each other's data."""
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def settings(redis_url: str, namespace: str) -> Settings:
+    return Settings(
+        redisUrl=redis_url,
+        namespace=namespace,
+        httpPort=0,
+        remotingPort=0,
+        scanNotActiveBrokerInterval=200,
+        listenHost="127.0.0.1",
+    )
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def store(redis: Redis, namespace: str) -> RegistryStore:
+    scripts = ScriptRegistry(redis)
+    await scripts.preload()
+    return RegistryStore(redis, Keyspace(namespace), scripts, events_max_len=10000, worker_id="test")
+
+
+@pytest.fixture
+def service(store: RegistryStore, settings: Settings) -> RegistryService:
+    return RegistryService(store, lambda: settings)
+
+
+async def start_client(settings: Settings, **kwargs: Any) -> TestClient[Any, Any]:
+    client: TestClient[Any, Any] = TestClient(TestServer(create_app(settings, **kwargs)))
+    await client.start_server()
+    return client
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[TestClient[Any, Any]]:
+    c = await start_client(settings)
+    yield c
+    await c.close()
+
+
+@pytest.fixture
+def app_service(client: TestClient[Any, Any]) -> RegistryService:
+    return client.app[SERVICE]  # type: ignore[index]
+
+
+@pytest.fixture
+def app_store(client: TestClient[Any, Any]) -> RegistryStore:
+    return client.app[STORE]  # type: ignore[index]

