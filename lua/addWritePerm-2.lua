@@ -30,7 +30,7 @@ for i = 1, n do
     local updated = setPerm(qd, 6)
     if updated ~= qd then
       rcall('HSET', key, brokerName, updated)
-      changed[#changed + 1] = '[' .. cjson.encode(topic) .. ',' .. updated .. ']'
+      changed[#changed + 1] = '[' .. jsonString(topic) .. ',' .. updated .. ']'
     end
   end
 end

@@ -32,19 +32,22 @@ local K = {brokers = KEYS[1], topics = KEYS[2], topicflags = KEYS[3], btopics = 
 local brokerName, final, maxLen, n = ARGV[1], ARGV[2] == '1', ARGV[3], tonumber(ARGV[4])
 local now = nowMs()
 local bd = decodeOrNil(rcall('HGET', K.brokers, brokerName))
-local removed, cleared = {}, {}
+local removed, cleared, gone = {}, {}, {}
 if not bd then
   for i = 1, n do
     local topic, key = ARGV[4 + i], KEYS[8 + i]
     if rcall('HDEL', key, brokerName) == 1 then
       removed[#removed + 1] = topic
       if rcall('EXISTS', key) == 0 then
-        rcall('SREM', K.topics, topic)
+        gone[#gone + 1] = topic
         rcall('HDEL', K.topicflags, topic)
       end
     end
-    rcall('SREM', K.btopics, topic)
   end
+  addAll('SREM', K.topics, gone)
+  local listed = {}
+  for i = 1, n do listed[i] = ARGV[4 + i] end
+  addAll('SREM', K.btopics, listed)
   rcall('HDEL', K.bdigest, brokerName)
 elseif bd.enableActingMaster and noMaster(bd) then
   for i = 1, n do
@@ -54,7 +57,7 @@ elseif bd.enableActingMaster and noMaster(bd) then
       local wiped = clearWriteBit(qd)
       if wiped ~= qd then
         rcall('HSET', key, brokerName, wiped)
-        cleared[#cleared + 1] = '[' .. cjson.encode(topic) .. ',' .. wiped .. ']'
+        cleared[#cleared + 1] = '[' .. jsonString(topic) .. ',' .. wiped .. ']'
       end
     end
   end

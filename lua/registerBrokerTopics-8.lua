@@ -48,31 +48,30 @@ if not pending or pending.token ~= token then
   return {-1, 0, 0}
 end
 local now = nowMs()
-local upserted, removed = {}, {}
+local upserted, removed, fresh = {}, {}, {}
 local a = 10
 for i = 1, nUp do
   local topic, qd, flag = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
   a = a + 3
   local key = KEYS[8 + i]
   if pending.wipe then qd = clearWriteBit(qd) end
-  local written
-  if pending.mode == 1 then
-    written = rcall('HGET', key, brokerName) ~= qd
-    if written then rcall('HSET', key, brokerName, qd) end
-  else
-    written = rcall('HSETNX', key, brokerName, qd) == 1
-  end
-  if written then
-    upserted[#upserted + 1] = '[' .. cjson.encode(topic) .. ',' .. qd .. ']'
-    rcall('SADD', K.topics, topic)
-    rcall('SADD', K.btopics, topic)
+  local previous = rcall('HGET', key, brokerName)
+  if previous ~= qd and (pending.mode == 1 or not previous) then
+    rcall('HSET', key, brokerName, qd)
+    upserted[#upserted + 1] = '[' .. jsonString(topic) .. ',' .. qd .. ']'
+    if not previous then fresh[#fresh + 1] = topic end
     if flag ~= 0 then
       rcall('HSET', K.topicflags, topic, flag)
-    elseif rcall('HLEN', key) == 1 then
+    elseif previous and not string.find(previous, '"topicSysFlag":0,', 1, true)
+        and rcall('HLEN', key) == 1 then
       rcall('HDEL', K.topicflags, topic)
     end
   end
 end
+-- Only queues new to the broker change the topic indexes.
+addAll('SADD', K.topics, fresh)
+addAll('SADD', K.btopics, fresh)
+local gone = {}
 for j = 1, nRm do
   local topic = ARGV[a]
   a = a + 1
@@ -80,12 +79,13 @@ for j = 1, nRm do
   if rcall('HDEL', key, brokerName) == 1 then
     removed[#removed + 1] = topic
     if rcall('EXISTS', key) == 0 then
-      rcall('SREM', K.topics, topic)
+      gone[#gone + 1] = topic
       rcall('HDEL', K.topicflags, topic)
     end
   end
-  rcall('SREM', K.btopics, topic)
 end
+addAll('SREM', K.topics, gone)
+addAll('SREM', K.btopics, removed)
 if final then
   if pending.mapWrite then
     for m = 1, nMap do

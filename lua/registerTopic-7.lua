@@ -38,7 +38,7 @@ for i = 1, n do
   rcall('HSET', K.topic, b, qd)
   rcall('SADD', KEYS[7 + i], topic)
   if flag ~= 0 then rcall('HSET', K.topicflags, topic, flag) end
-  written[#written + 1] = '[' .. cjson.encode(topic) .. ',' .. qd .. ']'
+  written[#written + 1] = '[' .. jsonString(topic) .. ',' .. qd .. ']'
 end
 if #written > 0 then
   rcall('SADD', K.topics, topic)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -71,7 +73,18 @@ async def start_client(settings: Settings, **kwargs: Any) -> TestClient[Any, Any
 async def client(settings: Settings) -> AsyncIterator[TestClient[Any, Any]]:
     c = await start_client(settings)
     yield c
-    await c.close()
+    await close_client(c)
+
+
+async def close_client(c: Any) -> None:
+    """Close a test app; if shutdown stalls, fail with every pending task's stack (not a bare timeout)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(c.close()), 20)
+    except TimeoutError:
+        for task in asyncio.all_tasks():
+            print("pending task:", task, file=sys.stderr)
+            task.print_stack(limit=15, file=sys.stderr)
+        raise
 
 
 @pytest.fixture

@@ -71,3 +71,16 @@ local function hideExpired(deadlinesKey, bd, now)
   end
   return dropped
 end
+
+-- SADD/SREM many members in a few calls: one redis.call per member costs more than the write.
+local function addAll(cmd, key, members)
+  for i = 1, #members, 500 do
+    rcall(cmd, key, unpack(members, i, math.min(i + 499, #members)))
+  end
+end
+
+-- A JSON string literal; plain names (the usual case) skip cjson.
+local function jsonString(s)
+  if string.find(s, '[%c"\\/\128-\255]') then return cjson.encode(s) end
+  return '"' .. s .. '"'
+end

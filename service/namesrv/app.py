@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from namesrv.aio import cancel_and_wait, raise_if_cancelling
 from namesrv.changefeed import ChangeFeed
 from namesrv.config import Settings
 from namesrv.http.api import setup_routes
@@ -106,6 +107,7 @@ async def sweeper_ctx(app: web.Application) -> AsyncIterator[None]:
         # Workers start at different times; jitter keeps their sweeps from lining up anyway.
         await asyncio.sleep(random.uniform(0, worker.settings.scanNotActiveBrokerInterval / 1000))
         while True:
+            raise_if_cancelling()
             try:
                 expired = await service.sweep()
                 if expired:
@@ -121,9 +123,7 @@ async def sweeper_ctx(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await cancel_and_wait(task)
 
 
 def begin_drain(app: web.Application) -> None:
@@ -135,7 +135,13 @@ def begin_drain(app: web.Application) -> None:
 def create_app(
     settings: Settings, *, extra_contexts: tuple[CleanupContext, ...] = (), worker: WorkerState | None = None
 ) -> web.Application:
-    app = web.Application(client_max_size=settings.httpMaxBodyBytes, middlewares=[error_middleware])
+    # A long enough request line that an over-long topic in a URL reaches our validation and gets
+    # a JSON error rather than the HTTP parser's plain-text 400.
+    app = web.Application(
+        client_max_size=settings.httpMaxBodyBytes,
+        middlewares=[error_middleware],
+        handler_args={"max_line_size": 65536},
+    )
     app[WORKER] = worker or WorkerState(settings)
     app[METRICS] = Metrics()
     app.cleanup_ctx.extend(

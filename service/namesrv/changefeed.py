@@ -8,13 +8,14 @@ the last entry it saw. If entries were trimmed in between, listeners are told to
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+
+from namesrv.aio import cancel_and_wait, raise_if_cancelling
 
 log = logging.getLogger(__name__)
 Listener = Callable[[str, Mapping[str, str]], Awaitable[None]]
@@ -52,14 +53,13 @@ class ChangeFeed:
 
     async def stop(self) -> None:
         if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         next_resync = loop.time() + self.resync_seconds
         while True:
+            raise_if_cancelling()
             try:
                 if loop.time() >= next_resync:
                     await self.resync()

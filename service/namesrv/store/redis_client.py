@@ -17,6 +17,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from namesrv.aio import raise_if_cancelling
 from namesrv.domain.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,11 @@ async def with_retry(call: Callable[[], Awaitable[T]], attempts: int = 3) -> T:
             reraise=True,
         ):
             with attempt:
-                return await call()
+                raise_if_cancelling()
+                result = await call()
+                raise_if_cancelling()  # redis-py may have swallowed our cancellation
+                return result
     except TRANSIENT as exc:
+        raise_if_cancelling()
         raise StoreUnavailable(f"Redis unavailable: {exc}") from exc
     raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,230 @@
+"""Bad HTTP input gets a 4xx that says what is wrong, leaves Redis untouched, and the worker serves on."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+
+from tests.builders import register_json
+
+Client = TestClient[Any, Any]
+
+
+async def snapshot(redis_url: str, namespace: str) -> dict[str, bytes]:
+    """Every key of the namespace with its DUMP: equal snapshots mean nothing changed."""
+    raw = Redis.from_url(redis_url)
+    try:
+        keys = [k async for k in raw.scan_iter(match=f"{{{namespace}}}:*")]
+        return {k.decode(): await raw.dump(k) for k in sorted(keys)}
+    finally:
+        await raw.aclose()
+
+
+def with_topic(**topic_fields: Any) -> dict[str, Any]:
+    body = register_json()
+    table = body["topicConfigSerializeWrapper"]["topicConfigTable"]
+    table["TopicTest"].update(topic_fields)
+    return body
+
+
+def replace(**fields: Any) -> dict[str, Any]:
+    body = register_json()
+    body.update(fields)
+    return body
+
+
+def without(name: str) -> dict[str, Any]:
+    body = register_json()
+    del body[name]
+    return body
+
+
+LONG = "T" * 10_000
+REGISTER = "/v1/brokers/register"
+CASES: list[tuple[str, str, str, bytes | None, int, str]] = [
+    ("garbage", "POST", REGISTER, b"{not json", 400, "request body is not valid JSON"),
+    ("truncated", "POST", REGISTER, b'{"clusterName": "c", "broker', 400, "request body is not valid JSON"),
+    ("array", "POST", REGISTER, b"[]", 400, "request body must be a JSON object, got list"),
+    ("empty", "POST", REGISTER, b"", 400, "request body is empty"),
+    (
+        "wrong type",
+        "POST",
+        REGISTER,
+        orjson.dumps(replace(brokerId="zero")),
+        400,
+        "body.brokerId must be an integer, got str",
+    ),
+    (
+        "missing field",
+        "POST",
+        REGISTER,
+        orjson.dumps(without("clusterName")),
+        400,
+        "body.clusterName is required",
+    ),
+    ("unknown field", "POST", REGISTER, orjson.dumps(replace(color="blue")), 400, "unknown field(s) color"),
+    (
+        "unknown nested field",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(queueColor=1)),
+        400,
+        "topicConfigTable['TopicTest']: unknown field(s) queueColor",
+    ),
+    (
+        "negative id",
+        "POST",
+        REGISTER,
+        orjson.dumps(replace(brokerId=-1)),
+        400,
+        "body.brokerId = -1 is out of range",
+    ),
+    ("huge id", "POST", REGISTER, orjson.dumps(replace(brokerId=2**64 - 1)), 400, "is out of range"),
+    (
+        "negative queues",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(readQueueNums=-8)),
+        400,
+        "readQueueNums = -8 is out of range",
+    ),
+    (
+        "huge perm",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(perm=2**40)),
+        400,
+        "perm = 1099511627776 is out of range",
+    ),
+    (
+        "tiny timeout",
+        "POST",
+        REGISTER,
+        orjson.dumps(replace(heartbeatTimeoutMillis=10)),
+        400,
+        "body.heartbeatTimeoutMillis = 10 is out of range",
+    ),
+    (
+        "long topic",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(topicName=LONG)),
+        400,
+        "topicName is 10000 characters long; the maximum is 255",
+    ),
+    (
+        "address with slash",
+        "POST",
+        REGISTER,
+        orjson.dumps(replace(brokerAddr="1.2.3.4/5:10911")),
+        400,
+        "is not an ip:port address",
+    ),
+    (
+        "control chars",
+        "POST",
+        REGISTER,
+        orjson.dumps(replace(brokerName="a\nb")),
+        400,
+        "contains control characters",
+    ),
+    (
+        "bad filter list",
+        "POST",
+        REGISTER,
+        orjson.dumps(replace(filterServerList=[1, 2])),
+        400,
+        "filterServerList must be a list of strings",
+    ),
+    (
+        "bad data version",
+        "POST",
+        REGISTER,
+        orjson.dumps(
+            replace(topicConfigSerializeWrapper={"dataVersion": {"counter": "x"}, "topicConfigTable": {}})
+        ),
+        400,
+        "dataVersion.counter must be an integer",
+    ),
+    ("long route topic", "GET", f"/v1/routes/{LONG}", None, 400, "topic is 10000 characters long"),
+    (
+        "unregister epoch type",
+        "POST",
+        "/v1/brokers/unregister",
+        orjson.dumps(
+            {
+                "clusterName": "DefaultCluster",
+                "brokerAddr": "127.0.0.1:10911",
+                "brokerName": "broker-a",
+                "brokerId": 0,
+                "epoch": "abc",
+            }
+        ),
+        400,
+        "body.epoch must be an integer, got str",
+    ),
+    ("kv value type", "PUT", "/v1/kv/NS/key", b'{"value": 5}', 400, "body.value must be a string, got int"),
+    ("kv missing value", "PUT", "/v1/kv/NS/key", b"{}", 400, "body.value is required"),
+    ("topic queues type", "PUT", "/v1/topics/T1", b'{"queueDatas": "x"}', 400, "must be a non-empty list"),
+    (
+        "topic queue fields",
+        "PUT",
+        "/v1/topics/T1",
+        b'{"queueDatas": [{"brokerName": "broker-a", "perm": "rw"}]}',
+        400,
+        "body.queueDatas[0].perm must be an integer",
+    ),
+    (
+        "config disabled",
+        "PUT",
+        "/v1/config",
+        b'{"enableTopicList": false}',
+        403,
+        "remote config update is disabled",
+    ),
+    ("unknown path", "GET", "/v1/nope", None, 404, "Not Found"),
+    ("wrong method", "DELETE", "/v1/cluster", None, 405, "Method Not Allowed"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "remark"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+async def test_bad_input_is_rejected_without_touching_redis(
+    client: Client,
+    redis_url: str,
+    namespace: str,
+    method: str,
+    path: str,
+    body: bytes | None,
+    status: int,
+    remark: str,
+) -> None:
+    assert (await client.post(REGISTER, json=register_json())).status == 200
+    before = await snapshot(redis_url, namespace)
+    resp = await client.request(method, path, data=body, headers={"content-type": "application/json"})
+    assert resp.status == status
+    payload = await resp.json()
+    assert remark in payload["remark"]
+    assert payload["code"] != 0
+    assert await snapshot(redis_url, namespace) == before
+    assert (await client.get("/readyz")).status == 200
+    assert (await client.get("/v1/routes/TopicTest")).status == 200
+
+
+async def test_twenty_megabyte_body_is_refused(client: Client, redis_url: str, namespace: str) -> None:
+    before = await snapshot(redis_url, namespace)
+    resp = await client.post(
+        REGISTER,
+        data=io.BytesIO(b"{" + b" " * (20 * 1024 * 1024) + b"}"),
+        headers={"content-type": "application/json"},
+    )
+    assert resp.status == 413
+    assert (await resp.json()) == {"code": 29, "remark": "request body is larger than 16777216 bytes"}
+    assert await snapshot(redis_url, namespace) == before
+    assert (await client.get("/readyz")).status == 200

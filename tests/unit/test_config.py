@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from namesrv.cli import main
+from namesrv.config import ConfigError, Settings, env_name, load_settings, with_overrides
+from namesrv.javaprops import format_properties, parse_properties
+
+DEFAULT_TOML = Path(__file__).resolve().parents[2] / "config" / "default.toml"
+
+
+def test_default_toml_lists_every_option_with_its_default_and_a_comment() -> None:
+    text = DEFAULT_TOML.read_text()
+    data = tomllib.loads(text)
+    defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
+    assert data == defaults
+    lines = text.splitlines()
+    for key in defaults:
+        index = next(i for i, line in enumerate(lines) if line.startswith(f"{key} = "))
+        assert lines[index - 1].startswith("# "), f"{key} has no comment above it"
+
+
+def test_loading_default_toml_gives_the_defaults() -> None:
+    assert load_settings(DEFAULT_TOML, environ={}) == Settings()
+
+
+def test_precedence_defaults_file_env(tmp_path: Path) -> None:
+    cfg = tmp_path / "n.toml"
+    cfg.write_text('httpPort = 8181\nremotingPort = 9999\nnamespace = "prod"\n')
+    env = {"NAMESRV_REMOTING_PORT": "19876", "REDIS_URL": "redis://r:6379/0"}
+    s = load_settings(cfg, environ=env)
+    assert (s.httpPort, s.remotingPort, s.namespace, s.redisUrl) == (8181, 19876, "prod", "redis://r:6379/0")
+    assert s.defaultBrokerTimeoutMillis == 120000
+    s = load_settings(cfg, environ={**env, "NAMESRV_REDIS_URL": "redis://wins:1/0"})
+    assert s.redisUrl == "redis://wins:1/0"
+
+
+def test_env_names_are_upper_snake() -> None:
+    assert env_name("httpPort") == "NAMESRV_HTTP_PORT"
+    assert env_name("orderMessageEnable") == "NAMESRV_ORDER_MESSAGE_ENABLE"
+    assert env_name("redisUrl") == "NAMESRV_REDIS_URL"
+
+
+def test_java_properties_file_migrates(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = tmp_path / "namesrv.properties"
+    cfg.write_text(
+        "# from a Java NameServer\nlistenPort=9877\nbindAddress : 10.0.0.1\n"
+        "orderMessageEnable=true\nserverWorkerThreads=8\nmadeUpKey=1\n"
+        "scanNotActiveBrokerInterval 7000\n"
+    )
+    with caplog.at_level(logging.INFO, logger="namesrv.config"):
+        s = load_settings(cfg, environ={})
+    assert (s.remotingPort, s.listenHost, s.orderMessageEnable, s.scanNotActiveBrokerInterval) == (
+        9877,
+        "10.0.0.1",
+        True,
+        7000,
+    )
+    assert "unknown key 'madeUpKey' ignored" in caplog.text
+    assert "serverWorkerThreads is a Java NameServer option with no effect here" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "message"),
+    [
+        ('httpPort = "eighty"\n', ".toml", "httpPort: invalid value 'eighty'"),
+        ("httpPort = 70000\n", ".toml", "httpPort: 70000 from"),
+        ("orderMessageEnable = 3\n", ".toml", "orderMessageEnable: invalid value 3"),
+        ('logFormat = "xml"\n', ".toml", "logFormat: 'xml' from"),
+        ('[redis]\nurl = "x"\n', ".toml", "tables are not used"),
+        ("httpPort = \n", ".toml", "not valid TOML"),
+        ("enableControllerInNamesrv=true\n", ".properties", "enableControllerInNamesrv: a stateless fleet"),
+        ("scanNotActiveBrokerInterval=-5\n", ".properties", "scanNotActiveBrokerInterval: -5 from"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path: Path, content: str, suffix: str, message: str) -> None:
+    cfg = tmp_path / f"bad{suffix}"
+    cfg.write_text(content)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(cfg, environ={})
+
+
+def test_bad_env_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="httpPort: invalid value 'x' from environment NAMESRV_HTTP_PORT"):
+        load_settings(None, environ={"NAMESRV_HTTP_PORT": "x"})
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(tmp_path / "nope.toml", environ={})
+
+
+def test_print_config_shows_effective_values_and_embedded_mode(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NAMESRV_HTTP_PORT", "8123")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("NAMESRV_REDIS_URL", raising=False)
+    assert main(["-p"]) == 0
+    out = capsys.readouterr().out
+    assert "httpPort=8123\n" in out
+    assert "orderMessageEnable=false\n" in out
+    assert "embedded redis-server will be started" in out
+
+
+def test_cli_reports_config_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NAMESRV_REMOTING_PORT", "-1")
+    assert main(["-p"]) == 2
+    assert "configuration error: remotingPort: -1" in capsys.readouterr().err
+
+
+def test_overrides_touch_only_dynamic_keys() -> None:
+    s = with_overrides(Settings(), {"enableTopicList": "false", "httpPort": "1"}, "test")
+    assert s.enableTopicList is False and s.httpPort == 8080
+
+
+def test_properties_parsing_follows_java() -> None:
+    text = (
+        "# comment\n! also\nkey1=value1\nkey2 : value2\nkey3 value3\n  key4=multi\\\n   line\n"
+        "key\\ 5=sp\\u00e9cial\\tTab\nempty=\n{key=value}\n"
+    )
+    assert parse_properties(text) == {
+        "key1": "value1",
+        "key2": "value2",
+        "key3": "value3",
+        "key4": "multiline",
+        "key 5": "sp\u00e9cial\tTab",
+        "empty": "",
+        "{key": "value}",
+    }
+    assert format_properties({"b": "2", "a": "1"}) == "a=1\nb=2\n"
