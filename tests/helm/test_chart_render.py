@@ -182,6 +182,16 @@ def test_password_secret_is_spliced_into_the_url_by_kubernetes() -> None:
     assert env["NAMESRV_REDIS_URL"]["value"] == "rediss://app:$(REDIS_PASSWORD)@redis.redis.svc:6380/2"
 
 
+def test_sentinel_and_cluster_urls_pass_through_verbatim() -> None:
+    url = "redis+sentinel://s1.redis:26379,s2.redis:26379/mymaster/0"
+    env = env_of(render({"redis": {"url": url}}).container)
+    assert env["NAMESRV_REDIS_URL"]["value"] == url
+    env = env_of(render({"redis": {"url": url, "passwordSecret": {"name": "auth"}}}).container)
+    assert env["NAMESRV_REDIS_URL"]["value"] == (
+        "redis+sentinel://:$(REDIS_PASSWORD)@s1.redis:26379,s2.redis:26379/mymaster/0"
+    )
+
+
 def test_password_secret_needs_a_url() -> None:
     message = render_error({"redis": {"url": "", "existingSecret": "s", "passwordSecret": {"name": "p"}}})
     assert "redis.passwordSecret is used with redis.url only" in message
