@@ -4,9 +4,9 @@
   order, nulls omitted, and **non-String map keys unquoted** (``{0:"127.0.0.1:10911"}``),
   which is not valid JSON.
 * ``STANDARD`` adds ``BrowserCompatible, QuoteFieldNames, MapSortField``: every key quoted,
-  maps sorted by key, non-ASCII escaped as ``\\uXXXX`` with upper-case hex, and longs beyond
-  ±2^53-1 written as strings. Only GET_ROUTEINFO_BY_TOPIC uses it (request version >= 4.9.4 or
-  ``acceptStandardJsonOnly``).
+  maps sorted by key, non-ASCII escaped as ``\\uXXXX`` with upper-case hex, ``/`` written as
+  ``\\/``, and longs beyond ±2^53-1 written as strings. Only GET_ROUTEINFO_BY_TOPIC uses it
+  (request version >= 4.9.4 or ``acceptStandardJsonOnly``).
 
 Values are plain Python data: ``dict`` (keys sorted on output, which is both fastjson's bean
 order and a valid order for its HashMaps), :class:`IntKeyDict` for Java maps keyed by
@@ -16,11 +16,22 @@ value, ``null`` inside a list).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any
 
 _MAX_SAFE = 9007199254740991
+
+# String escaping of fastjson 1.2.83 (SerializeWriter.writeStringWithDoubleQuote, IOUtils
+# specicalFlags_doubleQuotes/replaceChars, upper-case IOUtils.DIGITS):
+# * DEFAULT escapes '"', '\\', the C0 controls, DEL..U+009F and U+2028/U+2029; \\b \\t \\n \\f \\r
+#   get their short form, everything else \\uXXXX. Other non-ASCII text is written raw.
+# * STANDARD (BrowserCompatible) also writes '/' as \\/ and escapes every char >= DEL as \\uXXXX
+#   (UTF-16 units, so astral characters become a surrogate pair).
+_DEFAULT_SPECIAL = re.compile('[\x00-\x1f"\\\\\x7f-\x9f\u2028\u2029]')
+_STANDARD_SPECIAL = re.compile('[\x00-\x1f"/\\\\\x7f-\U0010ffff]')
+_NON_ASCII_OR_SLASH = re.compile("[/\x7f-\U0010ffff]")
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -33,27 +44,30 @@ class IntKeyDict(dict[int, Any]):
     """A Java ``Map<Long|Integer, V>``: keys are written bare in the DEFAULT dialect."""
 
 
-def _escape_char(ch: str, ascii_only: bool) -> str:
+def _escape_char(ch: str) -> str:
+    """The escape fastjson writes for ``ch`` (only called for characters that need one)."""
     short = _SHORT_ESCAPES.get(ch)
     if short is not None:
         return short
+    if ch == "/":
+        return "\\/"
     code = ord(ch)
-    if code < 0x20 or code == 0x7F:
-        return f"\\u{code:04X}"
-    if ascii_only and code > 0x7F:
-        if code > 0xFFFF:
-            code -= 0x10000
-            return f"\\u{0xD800 + (code >> 10):04X}\\u{0xDC00 + (code & 0x3FF):04X}"
-        return f"\\u{code:04X}"
-    return ch
+    if code > 0xFFFF:
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04X}\\u{0xDC00 + (code & 0x3FF):04X}"
+    return f"\\u{code:04X}"
+
+
+def _escape_match(match: re.Match[str]) -> str:
+    return _escape_char(match.group())
 
 
 def quote(text: str, dialect: Dialect = Dialect.DEFAULT) -> str:
     """A JSON string literal as fastjson writes it in ``dialect``."""
-    ascii_only = dialect is Dialect.STANDARD
-    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+    special = _STANDARD_SPECIAL if dialect is Dialect.STANDARD else _DEFAULT_SPECIAL
+    if special.search(text) is None:
         return f'"{text}"'
-    return '"' + "".join(_escape_char(ch, ascii_only) for ch in text) + '"'
+    return f'"{special.sub(_escape_match, text)}"'
 
 
 def _int(value: int, dialect: Dialect) -> str:
@@ -105,9 +119,7 @@ def _render(value: Any, dialect: Dialect, out: list[str]) -> None:
     elif isinstance(value, list | tuple):
         _render_seq(value, dialect, out)
     elif isinstance(value, RawJson):
-        out.append(
-            value.text if dialect is Dialect.DEFAULT or value.text.isascii() else ascii_escape(value.text)
-        )
+        out.append(value.text if dialect is Dialect.DEFAULT else ascii_escape(value.text))
     else:
         raise TypeError(f"cannot render {type(value).__name__} as fastjson")
 
@@ -125,7 +137,7 @@ def _render_seq(items: Iterable[Any], dialect: Dialect, out: list[str]) -> None:
 
 class RawJson:
     """Already-rendered DEFAULT-dialect JSON that contains no int-keyed map (e.g. a stored
-    QueueData); inserted verbatim, with non-ASCII escaped for STANDARD."""
+    QueueData); inserted verbatim, with non-ASCII and ``/`` escaped for STANDARD."""
 
     __slots__ = ("text",)
 
@@ -143,9 +155,9 @@ class RawJson:
 
 
 def ascii_escape(text: str) -> str:
-    """Escape non-ASCII characters of rendered JSON as STANDARD does (inside strings only,
-    which is everywhere non-ASCII can occur in JSON)."""
-    return "".join(ch if ord(ch) < 0x80 else _escape_char(ch, True) for ch in text)
+    """Turn DEFAULT-dialect JSON text into STANDARD: escape non-ASCII and ``/``. Both can only
+    occur inside strings, and DEFAULT already escaped every other character STANDARD escapes."""
+    return _NON_ASCII_OR_SLASH.sub(_escape_match, text)
 
 
 def dumps(value: Any, dialect: Dialect = Dialect.DEFAULT) -> str:
