@@ -12,7 +12,6 @@ import contextlib
 import logging
 import random
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
 
 from aiohttp import web
 
@@ -21,9 +20,11 @@ from namesrv.changefeed import ChangeFeed
 from namesrv.config import Settings
 from namesrv.http.api import setup_routes
 from namesrv.http.middleware import error_middleware
-from namesrv.keys import METRICS, REDIS, SCRIPTS, SERVICE, STORE, WORKER
+from namesrv.keys import METRICS, REDIS, REMOTING, SCRIPTS, SERVICE, STORE, WORKER
 from namesrv.metrics import Metrics
 from namesrv.registry.service import RegistryService
+from namesrv.remoting.handlers import HandlerContext
+from namesrv.remoting.server import RemotingServer
 from namesrv.store.embedded import EmbeddedRedis
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.redis_client import connect
@@ -126,10 +127,24 @@ async def sweeper_ctx(app: web.Application) -> AsyncIterator[None]:
         await cancel_and_wait(task)
 
 
+async def remoting_ctx(app: web.Application) -> AsyncIterator[None]:
+    worker = app[WORKER]
+    server = RemotingServer(HandlerContext(app[SERVICE], worker), app[METRICS])
+    await server.start(worker.base.listenHost, worker.base.remotingPort)
+    app[REMOTING] = server
+    try:
+        yield
+    finally:
+        await server.drain(worker.base.shutdownTimeoutSeconds)
+
+
 def begin_drain(app: web.Application) -> None:
-    """SIGTERM: readiness turns false at once; brokers are never removed by our own shutdown."""
+    """SIGTERM: readiness turns false and the remoting listener stops accepting at once; brokers
+    are never removed by our own shutdown."""
     app[WORKER].draining = True
     app[METRICS].ready.set(0)
+    if REMOTING in app:
+        app[REMOTING].stop_accepting()
 
 
 def create_app(
@@ -145,11 +160,7 @@ def create_app(
     app[WORKER] = worker or WorkerState(settings)
     app[METRICS] = Metrics()
     app.cleanup_ctx.extend(
-        [_ctx(redis_ctx), _ctx(registry_ctx), _ctx(changefeed_ctx), _ctx(sweeper_ctx), *extra_contexts]
+        [redis_ctx, registry_ctx, changefeed_ctx, sweeper_ctx, remoting_ctx, *extra_contexts]
     )
     setup_routes(app)
     return app
-
-
-def _ctx(fn: Callable[[web.Application], AsyncIterator[None]]) -> Any:
-    return fn

@@ -7,6 +7,7 @@ from redis.asyncio import Redis
 
 from namesrv.metrics import Metrics
 from namesrv.registry.service import RegistryService
+from namesrv.remoting.server import RemotingServer
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.scripts import ScriptRegistry
 from namesrv.worker import WorkerState
@@ -17,3 +18,4 @@ REDIS = web.AppKey("redis", Redis)
 SCRIPTS = web.AppKey("scripts", ScriptRegistry)
 STORE = web.AppKey("store", RegistryStore)
 SERVICE = web.AppKey("service", RegistryService)
+REMOTING = web.AppKey("remoting", RemotingServer)

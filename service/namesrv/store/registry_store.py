@@ -408,5 +408,9 @@ class RegistryStore:
         value = await self._q(lambda: self.redis.hget(self.k.dataversions, live_member(cluster, addr)))
         return None if value is None else str(value)
 
+    async def server_time_ms(self) -> int:
+        seconds, micros = await self._q(lambda: self.redis.time())
+        return int(seconds) * 1000 + int(micros) // 1000
+
     async def route_version(self) -> int:
         return int(await self._q(lambda: self.redis.get(self.k.routever)) or 0)

@@ -1,0 +1,233 @@
+"""The RocketMQ remoting listener: an asyncio server in the same process as the HTTP app.
+
+Each connection decodes frames with the sans-I/O codec and runs every request as its own task,
+so many requests are in flight per connection and replies go out as they finish (clients match
+them by ``opaque``); oneway requests get no reply. A frame the codec cannot read closes the
+connection, as in Java. When a connection closes (peer close, reset, bad frame, or idle for
+``serverChannelMaxIdleTimeSeconds``) the brokers registered over it are removed, fenced by the
+registration epoch. A worker's own shutdown never removes brokers: it stops accepting, answers
+what is in flight, and only then closes connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from namesrv.aio import cancel_and_wait
+from namesrv.domain.codes import RequestCode, ResponseCode, Version
+from namesrv.metrics import Metrics
+from namesrv.protocol.remoting import FrameDecoder, FrameError, RemotingCommand, encode
+from namesrv.registry.service import Registration
+from namesrv.remoting.handlers import ConnectionState, HandlerContext, dispatch, operation_name, reply
+
+log = logging.getLogger(__name__)
+OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
+ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+@dataclass
+class Admission:
+    """In-flight caps per worker, like Java's two executor queues: route lookups and the rest."""
+
+    route_capacity: int
+    default_capacity: int
+    route_in_flight: int = 0
+    default_in_flight: int = 0
+
+    def try_enter(self, code: int) -> bool:
+        if code == ROUTE_CODE:
+            if self.route_in_flight >= self.route_capacity:
+                return False
+            self.route_in_flight += 1
+        else:
+            if self.default_in_flight >= self.default_capacity:
+                return False
+            self.default_in_flight += 1
+        return True
+
+    def leave(self, code: int) -> None:
+        if code == ROUTE_CODE:
+            self.route_in_flight -= 1
+        else:
+            self.default_in_flight -= 1
+
+
+class RemotingConnection(asyncio.Protocol):
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.ctx.settings.frameMaxLength)
+        self.transport: asyncio.Transport | None = None
+        self.state = ConnectionState(peer="?")
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.last_active = time.monotonic()
+        self.closing = False
+
+    # ---- asyncio.Protocol ----
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.state.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.server.connections.add(self)
+        self.server.metrics.connections.set(len(self.server.connections))
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            commands = self.decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing remoting connection %s: %s", self.state.peer, exc)
+            for cmd in exc.commands:
+                self._start(cmd)
+            self.close()
+            return
+        for cmd in commands:
+            self._start(cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.server.metrics.connections.set(len(self.server.connections))
+        if self.state.registrations and not self.server.draining:
+            self.server.spawn(self._remove_brokers(list(self.state.registrations.values())))
+        self.state.registrations.clear()
+
+    def pause_writing(self) -> None:
+        if self.transport:
+            self.transport.pause_reading()  # a client that does not read its replies gets no more work done
+
+    def resume_writing(self) -> None:
+        if self.transport and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    # ---- requests ----
+    def _start(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            return  # we send no requests, so a reply is a peer's mistake: ignore it, as Java logs it
+        task = asyncio.get_running_loop().create_task(self._handle(cmd))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _handle(self, cmd: RemotingCommand) -> None:
+        server = self.server
+        started = time.perf_counter()
+        operation = operation_name(cmd.code)
+        if server.draining and cmd.version > Version.V5_3_1:
+            response = reply(server.ctx, cmd, ResponseCode.GO_AWAY, remark="please go away")
+        elif not server.admission.try_enter(cmd.code):
+            response = reply(server.ctx, cmd, ResponseCode.SYSTEM_BUSY, remark=OVERLOAD)
+        else:
+            try:
+                response = await dispatch(server.ctx, self.state, cmd)
+            finally:
+                server.admission.leave(cmd.code)
+        outcome = "ok" if response.code == ResponseCode.SUCCESS else f"code{response.code}"
+        server.metrics.requests.labels("remoting", operation, outcome).inc()
+        server.metrics.latency.labels("remoting", operation).observe(time.perf_counter() - started)
+        if not cmd.is_oneway and self.transport and not self.transport.is_closing():
+            self.transport.write(encode(response))
+            self.last_active = time.monotonic()
+
+    async def _remove_brokers(self, registrations: list[Registration]) -> None:
+        for reg in registrations:
+            try:
+                removed = await self.server.ctx.service.unregister_broker(
+                    reg.cluster,
+                    reg.addr,
+                    reg.broker_name,
+                    reg.broker_id,
+                    fence_epoch=reg.epoch,
+                    reason="close",
+                )
+            except Exception:
+                log.exception(
+                    "removing %s/%s after its connection closed failed; the sweep will expire it",
+                    reg.cluster,
+                    reg.addr,
+                )
+                continue
+            metric = self.server.metrics.removals if removed else self.server.metrics.fenced
+            metric.labels("close").inc()
+            log.info(
+                "connection %s closed: broker %s/%s %s",
+                self.state.peer,
+                reg.cluster,
+                reg.addr,
+                "removed" if removed else "kept (registered again elsewhere)",
+            )
+
+    def close(self) -> None:
+        if self.transport and not self.transport.is_closing():
+            self.transport.close()
+
+
+class RemotingServer:
+    def __init__(self, ctx: HandlerContext, metrics: Metrics) -> None:
+        self.ctx = ctx
+        self.metrics = metrics
+        settings = ctx.settings
+        self.admission = Admission(
+            settings.clientRequestThreadPoolQueueCapacity, settings.defaultThreadPoolQueueCapacity
+        )
+        self.connections: set[RemotingConnection] = set()
+        self.background: set[asyncio.Task[None]] = set()
+        self.draining = False
+        self._server: asyncio.Server | None = None
+        self._idle_task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def start(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: RemotingConnection(self), host, port, reuse_address=True, backlog=1024
+        )
+        self._idle_task = loop.create_task(self._close_idle(), name="remoting-idle")
+        log.info("remoting listener on %s:%d", host, self.port)
+
+    async def _close_idle(self) -> None:
+        while True:
+            limit = self.ctx.settings.serverChannelMaxIdleTimeSeconds
+            await asyncio.sleep(min(1.0, limit / 4))
+            deadline = time.monotonic() - limit
+            for conn in list(self.connections):
+                if conn.last_active < deadline and not conn.tasks:
+                    log.info("closing remoting connection %s: idle for %ds", conn.state.peer, limit)
+                    conn.close()
+
+    def stop_accepting(self) -> None:
+        """From SIGTERM on: no new connections, GO_AWAY to clients that understand it."""
+        self.draining = True
+        if self._server:
+            self._server.close()
+
+    async def drain(self, grace: float) -> None:
+        """Stop accepting, let in-flight requests finish (up to ``grace`` s), close connections.
+
+        Brokers registered over these connections stay registered: they reconnect elsewhere."""
+        self.stop_accepting()
+        if self._idle_task:
+            await cancel_and_wait(self._idle_task)
+        in_flight = {t for c in self.connections for t in c.tasks}
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=grace)
+        for conn in list(self.connections):
+            conn.close()
+        for task in [*(t for c in self.connections for t in c.tasks), *self.background]:
+            await cancel_and_wait(task)
+        if self._server:
+            await self._server.wait_closed()
