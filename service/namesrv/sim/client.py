@@ -38,6 +38,7 @@ class RemotingClient(asyncio.Protocol):
         self._decoder = FrameDecoder(1 << 30)
         self._transport: asyncio.Transport | None = None
         self.closed = asyncio.Event()
+        self.unmatched: list[RemotingCommand] = []  # replies to no pending request (oneway must add none)
 
     @classmethod
     async def connect(cls, address: str, **kwargs: object) -> RemotingClient:
@@ -62,6 +63,8 @@ class RemotingClient(asyncio.Protocol):
             future = self._pending.pop(cmd.opaque, None)
             if future is not None and not future.done():
                 future.set_result(cmd)
+            else:
+                self.unmatched.append(cmd)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(RemotingClientError(f"connection closed: {exc or 'by peer'}"))

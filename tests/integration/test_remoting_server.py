@@ -1,0 +1,287 @@
+"""The remoting listener: concurrency, oneway, header types, bad frames, connection-close removal
+(fenced across workers), idle close, drain, GO_AWAY, overload and fleet-wide config."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import struct
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from namesrv.app import begin_drain
+from namesrv.config import Settings
+from namesrv.keys import REMOTING
+from namesrv.protocol.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, encode
+from namesrv.sim.broker import SimBroker, topic_configs
+from namesrv.sim.cli import main as sim_main
+from namesrv.sim.client import RemotingClient, RemotingClientError
+from namesrv.store.keyspace import Keyspace
+from tests.conftest import close_client, start_client
+
+
+async def worker(settings: Settings) -> tuple[Any, str]:
+    app = await start_client(settings)
+    return app, f"127.0.0.1:{app.app[REMOTING].port}"
+
+
+@pytest.fixture
+async def node(settings: Settings) -> AsyncIterator[tuple[Any, str]]:
+    app, addr = await worker(settings)
+    yield app, addr
+    await close_client(app)
+
+
+def broker(client: RemotingClient, name: str = "broker-a", addr: str = "127.0.0.1:10911") -> SimBroker:
+    return SimBroker(client, "DefaultCluster", name, addr, topics=topic_configs(["TopicTest", "TBW102"]))
+
+
+async def route_code(addr: str, topic: str = "TopicTest") -> int:
+    async with await RemotingClient.connect(addr) as c:
+        return (await c.invoke(105, {"topic": topic})).code
+
+
+async def eventually(check: Any, timeout: float = 3.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+async def test_many_requests_in_flight_on_one_connection(node: tuple[Any, str]) -> None:
+    _, addr = node
+    async with await RemotingClient.connect(addr) as c:
+        await broker(c).register()
+        commands = [c.request(105, {"topic": "TopicTest" if i % 2 else "Missing"}) for i in range(200)]
+        replies = await asyncio.gather(*(c.send(cmd) for cmd in commands))
+    assert [r.opaque for r in replies] == [cmd.opaque for cmd in commands]
+    assert [r.code for r in replies] == [0 if i % 2 else 17 for i in range(200)]
+
+
+async def test_oneway_requests_get_no_reply(node: tuple[Any, str], redis: Redis, namespace: str) -> None:
+    _, addr = node
+    async with await RemotingClient.connect(addr) as c:
+        b = broker(c)
+        b.timeout_ms = 1000
+        await b.register()
+        before = await redis.zscore(Keyspace(namespace).deadlines, "DefaultCluster/127.0.0.1:10911")
+        await asyncio.sleep(0.05)
+        b.heartbeat()  # oneway 904
+        follow = c.request(106)
+        assert (await c.send(follow)).opaque == follow.opaque
+        await asyncio.sleep(0.1)
+        assert c.unmatched == []
+        after = await redis.zscore(Keyspace(namespace).deadlines, "DefaultCluster/127.0.0.1:10911")
+        assert after is not None and before is not None and after > before
+
+
+async def test_rocketmq_binary_header_is_understood(node: tuple[Any, str]) -> None:
+    _, addr = node
+    async with await RemotingClient.connect(addr, serialize_type=SERIALIZE_ROCKETMQ) as c:
+        await broker(c).register()
+        reply = await c.invoke(105, {"topic": "TopicTest"})
+    assert reply.code == 0 and reply.serialize_type == 0  # we always answer in JSON
+    assert b'"brokerName":"broker-a"' in (reply.body or b"")
+
+
+async def test_cpp_client_header_with_numbers_and_newline(node: tuple[Any, str]) -> None:
+    """The C++ client's frame (feasibility §1.5): numeric/unknown extFields, a trailing newline."""
+    _, addr = node
+    header = (
+        b'{"code":105,"extFields":{"AccessKey":"","OnsChannel":"ALIYUN","Signature":"x","topic":"TopicTest",'
+        b'"n":5,"b":true},"flag":0,"language":"CPP","opaque":0,"remark":"","version":63}\n'
+    )
+    frame = struct.pack(">ii", 4 + len(header), len(header)) + header
+    async with await RemotingClient.connect(addr) as c:
+        await broker(c).register()
+        future = asyncio.get_running_loop().create_future()
+        c._pending[0] = future
+        c.write_raw(frame)
+        reply = await asyncio.wait_for(future, 5)
+    assert reply.code == 0 and reply.opaque == 0
+    assert reply.body is not None and reply.body.startswith(
+        b'{"brokerDatas":[{"brokerAddrs":{0:'
+    )  # version 63: fastjson
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",  # a gRPC client: a 1.35 GB length prefix
+        struct.pack(">ii", 8, 0x02000004) + b"abcd",  # serialize type 2
+        struct.pack(">ii", 8, 100) + b"abcd",  # header longer than the frame
+        struct.pack(">ii", 20, 16) + b'{"code":105,"ext',  # truncated JSON header
+        struct.pack(">i", -5),  # negative length
+    ],
+    ids=["http2-preface", "bad-type", "bad-header-length", "bad-json", "negative-length"],
+)
+async def test_bad_frames_close_only_that_connection(node: tuple[Any, str], garbage: bytes) -> None:
+    _, addr = node
+    async with await RemotingClient.connect(addr) as good:
+        await broker(good).register()
+        bad = await RemotingClient.connect(addr)
+        bad.write_raw(garbage)
+        await asyncio.wait_for(bad.closed.wait(), 5)
+        assert (await good.invoke(105, {"topic": "TopicTest"})).code == 0
+        assert await route_code(addr) == 0  # the broker was registered over `good`, not `bad`
+    await eventually(lambda: _is(route_code(addr), 17))  # ... and goes when `good` closes
+
+
+async def test_closed_connection_removes_its_brokers(settings: Settings) -> None:
+    (a, addr_a), (b, addr_b) = await worker(settings), await worker(dataclasses.replace(settings))
+    try:
+        conn = await RemotingClient.connect(addr_a)
+        await broker(conn).register()
+        assert await route_code(addr_b) == 0
+        conn.abort()  # a crashed broker: connection reset
+        await eventually(lambda: _is(route_code(addr_b), 17))
+    finally:
+        await close_client(a)
+        await close_client(b)
+
+
+async def test_close_after_reregistering_elsewhere_is_fenced(
+    settings: Settings, redis: Redis, namespace: str
+) -> None:
+    (a, addr_a), (b, addr_b) = await worker(settings), await worker(dataclasses.replace(settings))
+    try:
+        old = await RemotingClient.connect(addr_a)
+        await broker(old).register()
+        new = await RemotingClient.connect(addr_b)
+        await broker(new).register()  # the broker moved to worker B: a newer epoch
+        await old.aclose()  # worker A sees the old connection close
+        await eventually(lambda: _has_kind(redis, namespace, "fenced"))
+        assert await route_code(addr_a) == 0 and await route_code(addr_b) == 0
+        await new.aclose()
+        await eventually(lambda: _is(route_code(addr_a), 17))
+    finally:
+        await close_client(a)
+        await close_client(b)
+
+
+async def test_idle_connection_is_closed_and_its_brokers_removed(settings: Settings) -> None:
+    app, addr = await worker(dataclasses.replace(settings, serverChannelMaxIdleTimeSeconds=1))
+    try:
+        conn = await RemotingClient.connect(addr)
+        await broker(conn).register()
+        await asyncio.wait_for(conn.closed.wait(), 5)
+        await eventually(lambda: _is(route_code(addr), 17))
+    finally:
+        await close_client(app)
+
+
+async def test_drain_answers_in_flight_and_keeps_brokers(settings: Settings) -> None:
+    app, addr = await worker(settings)
+    conn = await RemotingClient.connect(addr)
+    await broker(conn).register()
+    pending = [
+        asyncio.ensure_future(conn.invoke(105, {"topic": "TopicTest"}, version=400)) for _ in range(20)
+    ]
+    begin_drain(app.app)
+    with pytest.raises(OSError):
+        await RemotingClient.connect(addr)  # no new connections once draining
+    go_away = await conn.invoke(105, {"topic": "TopicTest"}, version=479)
+    assert (go_away.code, go_away.remark) == (1500, "please go away")
+    assert {r.code for r in await asyncio.gather(*pending)} == {0}
+    old_client = await conn.invoke(105, {"topic": "TopicTest"}, version=400)
+    assert old_client.code == 0  # clients that do not know GO_AWAY are still served
+    await close_client(app)
+    with pytest.raises(RemotingClientError):
+        await conn.invoke(106)
+    later, later_addr = await worker(settings)
+    try:
+        assert await route_code(later_addr) == 0  # our own shutdown removed nothing
+    finally:
+        await close_client(later)
+
+
+async def test_overload_answers_system_busy(settings: Settings) -> None:
+    app, addr = await worker(dataclasses.replace(settings, clientRequestThreadPoolQueueCapacity=1))
+    try:
+        async with await RemotingClient.connect(addr) as c:
+            await broker(c).register()
+            replies = await asyncio.gather(*(c.invoke(105, {"topic": "TopicTest"}) for _ in range(30)))
+        codes = [r.code for r in replies]
+        assert 0 in codes and 2 in codes
+        busy = next(r for r in replies if r.code == 2)
+        assert busy.remark == "[OVERLOAD]system busy, start flow control for a while"
+    finally:
+        await close_client(app)
+
+
+async def test_update_config_is_refused_unless_enabled(node: tuple[Any, str]) -> None:
+    _, addr = node
+    async with await RemotingClient.connect(addr) as c:
+        reply = await c.invoke(318, body=b"enableTopicList=false\n")
+        assert reply.code == 16
+        assert reply.remark == (
+            "Can not update config: remote config update is disabled (set allowRemoteConfigUpdate=true)"
+        )
+        assert (await c.invoke(311)).code == 0
+
+
+async def test_update_config_applies_fleet_wide(settings: Settings) -> None:
+    enabled = dataclasses.replace(settings, allowRemoteConfigUpdate=True)
+    (a, addr_a), (b, addr_b) = await worker(enabled), await worker(dataclasses.replace(enabled))
+    try:
+        async with await RemotingClient.connect(addr_a) as ca, await RemotingClient.connect(addr_b) as cb:
+            assert (await cb.invoke(311)).code == 0
+            assert (await ca.invoke(318, body=b"enableTopicList=false\nnoSuchKey=1\n")).code == 0
+
+            async def disabled_on_b() -> bool:
+                reply = await cb.invoke(311)
+                return reply.code == 1 and reply.remark == "disable"
+
+            await eventually(disabled_on_b, timeout=2.0)
+            config = (await cb.invoke(319)).body or b""
+            assert b"enableTopicList=false\n" in config
+            bad = await ca.invoke(318, body=b"kvConfigPath=/x\n")
+            assert (bad.code, bad.remark) == (16, "Can not update config in black list.")
+    finally:
+        await close_client(a)
+        await close_client(b)
+
+
+async def test_broker_simulator_cli_runs_against_a_worker(
+    node: tuple[Any, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, addr = node
+    args = [
+        "--namesrv",
+        addr,
+        "--brokers",
+        "3",
+        "--slaves",
+        "1",
+        "--topics",
+        "50",
+        "--period",
+        "0.2",
+        "--duration",
+        "0.7",
+    ]
+    code = await asyncio.get_running_loop().run_in_executor(None, sim_main, args)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("register: ")
+    assert await route_code(addr, "SimTopic-00049") == 17  # the simulated brokers unregistered at the end
+
+
+async def _is(awaitable: Any, value: Any) -> bool:
+    return bool(await awaitable == value)
+
+
+async def _has_kind(redis: Redis, namespace: str, kind: str) -> bool:
+    return any(f["kind"] == kind for _, f in await redis.xrange(Keyspace(namespace).events))
+
+
+def test_reply_frames_encode_as_java_does() -> None:
+    cmd = RemotingCommand(code=0, opaque=7, flag=1, version=479, ext_fields={})
+    assert encode(cmd)[8:].decode() == (
+        '{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON",'
+        '"version":479}'
+    )

@@ -1,0 +1,29 @@
+"""Run by the interop test in its own process (the C++ library logs and may abort): look up the
+route of a topic from the NameServer and send one message with rocketmq 0.4.4 (librocketmq)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from rocketmq.client import Message, Producer
+
+
+def main(namesrv: str, topic: str) -> int:
+    producer = Producer("PG_INTEROP_CPP")
+    producer.set_namesrv_addr(namesrv)
+    producer.start()
+    try:
+        message = Message(topic)
+        message.set_keys("k1")
+        message.set_tags("TagA")
+        message.set_body("hello from the C++ client")
+        result = producer.send_sync(message)
+        print(json.dumps({"status": int(result.status), "offset": result.offset}))
+    finally:
+        producer.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
