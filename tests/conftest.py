@@ -95,3 +95,10 @@ def app_service(client: TestClient[Any, Any]) -> RegistryService:
 @pytest.fixture
 def app_store(client: TestClient[Any, Any]) -> RegistryStore:
     return client.app[STORE]  # type: ignore[index]
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
+    """Run async tests on uvloop, the loop production workers use (its transports differ)."""
+    import uvloop
+
+    return {"uvloop": uvloop.new_event_loop}

@@ -65,9 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_config(settings)
         return 0
     logs.configure(settings.logLevel, settings.logFormat)
-    from namesrv.runner import run  # keep `-p` free of the server's imports
+    from namesrv.runner import StartupError, run  # keep `-p` free of the server's imports
 
-    run(settings)
+    try:
+        run(settings)
+    except StartupError as exc:
+        print(f"namesrv: cannot start: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,9 +16,13 @@ from aiohttp import web
 
 from namesrv.app import CleanupContext, begin_drain, create_app
 from namesrv.config import Settings
-from namesrv.keys import WORKER
+from namesrv.keys import REMOTING, WORKER
 
 log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The worker could not start (Redis unreachable, port taken, data directory locked, ...)."""
 
 
 async def serve(
@@ -28,7 +32,11 @@ async def serve(
     runner = web.AppRunner(
         app, handle_signals=False, access_log=None, shutdown_timeout=settings.shutdownTimeoutSeconds
     )
-    await runner.setup()
+    try:
+        await runner.setup()
+    except Exception as exc:
+        await runner.cleanup()
+        raise StartupError(f"{type(exc).__name__}: {exc}") from exc
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -41,16 +49,22 @@ async def serve(
             reuse_address=True,
             shutdown_timeout=settings.shutdownTimeoutSeconds,
         )
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise StartupError(f"cannot listen on {settings.listenHost}:{settings.httpPort}: {exc}") from exc
+        remoting = app[REMOTING].port
         log.info(
-            "namesrv-fleet worker %s ready: HTTP on %s:%d",
+            "namesrv-fleet worker %s ready: remoting on %s:%d, HTTP on %s:%d",
             app[WORKER].worker_id,
+            settings.listenHost,
+            remoting,
             settings.listenHost,
             settings.httpPort,
         )
+        # Java's boot line, which operators' scripts look for.
         print(
-            f"The Name Server boot success. serializeType=JSON, http {settings.listenHost}:"
-            f"{settings.httpPort}",
+            f"The Name Server boot success. serializeType=JSON, address {settings.listenHost}:{remoting}",
             flush=True,
         )
         await stop.wait()

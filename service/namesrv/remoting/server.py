@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from namesrv.aio import cancel_and_wait
 from namesrv.domain.codes import RequestCode, ResponseCode, Version
@@ -70,8 +70,8 @@ class RemotingConnection(asyncio.Protocol):
 
     # ---- asyncio.Protocol ----
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.state.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.server.connections.add(self)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 from types import TracebackType
+from typing import cast
 
 from namesrv.domain.codes import Version
 from namesrv.protocol.remoting import (
@@ -49,8 +50,8 @@ class RemotingClient(asyncio.Protocol):
 
     # ---- asyncio.Protocol ----
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         try:

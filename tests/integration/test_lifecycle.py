@@ -1,0 +1,152 @@
+"""The worker process: start-up, readiness, SIGTERM, embedded Redis (run as a real subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from redis.asyncio import Redis
+
+from namesrv.app import begin_drain
+from namesrv.sim.broker import SimBroker, topic_configs
+from namesrv.sim.client import RemotingClient, RemotingClientError
+from namesrv.store.embedded import free_port
+from namesrv.store.keyspace import Keyspace
+from tests.builders import register_json
+
+
+class Worker:
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.http, self.remoting = free_port(), free_port()
+        self.env = {
+            **os.environ,
+            **env,
+            "NAMESRV_HTTP_PORT": str(self.http),
+            "NAMESRV_REMOTING_PORT": str(self.remoting),
+            "NAMESRV_LISTEN_HOST": "127.0.0.1",
+        }
+        self.cwd = cwd
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http}"
+
+    async def start(self, *, wait_ready: bool = True) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "namesrv",
+            env=self.env,
+            cwd=self.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        if wait_ready:
+            await self.wait_ready()
+
+    async def wait_ready(self) -> None:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(150):
+                assert self.proc is not None
+                if self.proc.returncode is not None:
+                    raise AssertionError(f"worker exited: {await self.output()}")
+                try:
+                    async with session.get(f"{self.url}/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise AssertionError("worker did not become ready")
+
+    async def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(sig)
+        code = await asyncio.wait_for(self.proc.wait(), 30)
+        return code, await self.output()
+
+    async def output(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        out = await self.proc.stdout.read()
+        err = await self.proc.stderr.read()
+        return (out + err).decode(errors="replace")
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as s:
+        yield s
+
+
+async def test_sigterm_drains_and_never_removes_brokers(
+    redis_url: str, namespace: str, tmp_path: Path, redis: Redis
+) -> None:
+    worker = Worker({"NAMESRV_REDIS_URL": redis_url, "NAMESRV_NAMESPACE": namespace}, tmp_path)
+    await worker.start()
+    conn = await RemotingClient.connect(f"127.0.0.1:{worker.remoting}")
+    await SimBroker(
+        conn, "DefaultCluster", "broker-a", "127.0.0.1:10911", topics=topic_configs(["TopicTest", "TBW102"])
+    ).register()
+    code, output = await worker.stop()
+    assert code == 0, output
+    assert "The Name Server boot success. serializeType=JSON, address 127.0.0.1:" in output
+    assert "shutdown requested: draining (readiness is now false)" in output
+    with pytest.raises(RemotingClientError):
+        await conn.invoke(106)  # the worker closed our connection ...
+    k = Keyspace(namespace)
+    assert await redis.hexists(k.live, "DefaultCluster/127.0.0.1:10911")  # ... and kept the broker
+    kinds = [f["kind"] for _, f in await redis.xrange(k.events)]
+    assert "close" not in kinds and "unregister" not in kinds
+
+
+async def test_embedded_redis_persists_across_restarts(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    env = {"NAMESRV_REDIS_URL": "", "REDIS_URL": "", "NAMESRV_DATA_DIR": str(tmp_path / "data")}
+    worker = Worker(env, tmp_path)
+    await worker.start()
+    async with session.get(f"{worker.url}/readyz") as resp:
+        body = await resp.json()
+    assert body["embeddedRedis"] is True and "embedded Redis" in body["warning"]
+    async with session.post(f"{worker.url}/v1/brokers/register", json=register_json()) as resp:
+        assert resp.status == 200
+
+    second = Worker(env, tmp_path)  # same data directory: must refuse, not open a second registry
+    await second.start(wait_ready=False)
+    assert second.proc is not None
+    code = await asyncio.wait_for(second.proc.wait(), 30)
+    output = await second.output()
+    assert code == 1
+    assert "namesrv: cannot start:" in output and "is used by another namesrv" in output
+
+    code, output = await worker.stop()
+    assert code == 0, output
+    restarted = Worker(env, tmp_path)
+    await restarted.start()
+    try:
+        async with session.get(f"{restarted.url}/v1/routes/TopicTest") as resp:
+            assert resp.status == 200  # the append-only file kept the registry
+    finally:
+        await restarted.stop()
+
+
+async def test_readiness_turns_false_when_draining(client: Any) -> None:
+    ready = await client.get("/readyz")
+    assert ready.status == 200
+    body = await ready.json()
+    assert body["status"] == "ready" and body["embeddedRedis"] is False and len(body["scriptsBundle"]) == 12
+    begin_drain(client.app)
+    draining = await client.get("/readyz")
+    assert draining.status == 503
+    assert (await draining.json())["problems"] == ["draining: shutting down"]
+    assert (await client.get("/livez")).status == 200
