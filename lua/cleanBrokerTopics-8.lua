@@ -40,8 +40,8 @@ if not bd then
       removed[#removed + 1] = topic
       if rcall('EXISTS', key) == 0 then
         rcall('SREM', K.topics, topic)
-        rcall('HDEL', K.topicflags, topic)
       end
+      syncTopicFlag(K.topicflags, key, topic)
     end
     rcall('SREM', K.btopics, topic)
   end

@@ -26,7 +26,8 @@
   ARGV[7]  number of static-topic mappings M (only in a final chunk)
   ARGV[8]  change-log length
   ARGV[9]  chunk number (diagnostics)
-  then U triples: topic, QueueData JSON (canonical, as the broker sent it), topicSysFlag
+  then U triples: topic, QueueData JSON (canonical, as the broker sent it), topicSysFlag (unused:
+  the topic's flag is recomputed from its stored queues)
   then R topic names
   then M pairs: topic, TopicQueueMappingInfo JSON
 
@@ -51,7 +52,7 @@ local now = nowMs()
 local upserted, removed = {}, {}
 local a = 10
 for i = 1, nUp do
-  local topic, qd, flag = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  local topic, qd = ARGV[a], ARGV[a + 1]
   a = a + 3
   local key = KEYS[8 + i]
   if pending.wipe then qd = clearWriteBit(qd) end
@@ -66,11 +67,7 @@ for i = 1, nUp do
     upserted[#upserted + 1] = '[' .. cjson.encode(topic) .. ',' .. qd .. ']'
     rcall('SADD', K.topics, topic)
     rcall('SADD', K.btopics, topic)
-    if flag ~= 0 then
-      rcall('HSET', K.topicflags, topic, flag)
-    elseif rcall('HLEN', key) == 1 then
-      rcall('HDEL', K.topicflags, topic)
-    end
+    syncTopicFlag(K.topicflags, key, topic)
   end
 end
 for j = 1, nRm do
@@ -81,8 +78,8 @@ for j = 1, nRm do
     removed[#removed + 1] = topic
     if rcall('EXISTS', key) == 0 then
       rcall('SREM', K.topics, topic)
-      rcall('HDEL', K.topicflags, topic)
     end
+    syncTopicFlag(K.topicflags, key, topic)
   end
   rcall('SREM', K.btopics, topic)
 end

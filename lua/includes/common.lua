@@ -58,6 +58,26 @@ local function encodeBroker(bd)
   return cjson.encode(bd)
 end
 
+-- The topicSysFlag the unit topic lists (311-313) use for a topic: RocketMQ reads the topic's first
+-- QueueData; ours is the queue of the lowest broker name (routes list queues sorted by name).
+-- Recomputed after every change to the topic's queues, so it always belongs to a queue the topic
+-- still has; a topic with no queue, or a zero flag, has no entry.
+local function syncTopicFlag(flagsKey, topicKey, topic)
+  local flat = rcall('HGETALL', topicKey)
+  local first, flag = nil, 0
+  for i = 1, #flat, 2 do
+    if first == nil or flat[i] < first then
+      first = flat[i]
+      flag = tonumber(cjson.decode(flat[i + 1]).topicSysFlag) or 0
+    end
+  end
+  if flag ~= 0 then
+    rcall('HSET', flagsKey, topic, flag)
+  else
+    rcall('HDEL', flagsKey, topic)
+  end
+end
+
 -- Hide addresses past their deadline, as the next sweep would remove them (reads never serve
 -- an expired broker). Returns true when an address was hidden.
 local function hideExpired(deadlinesKey, bd, now)

@@ -329,6 +329,21 @@ async def test_unit_flag_after_delete_with_broker_registration(make_service: Mak
     assert await service.unit_topics("unit") == []
 
 
+@pytest.mark.parametrize(("flag_a", "flag_b", "unit"), [(1, 0, ["U"]), (0, 1, []), (1, 1, ["U"])])
+async def test_unit_flag_of_mixed_queues_is_the_first_queues(
+    service: RegistryService, flag_a: int, flag_b: int, unit: list[str]
+) -> None:
+    """Java reads the first QueueData (HashMap order, undefined); ours is the first of the route,
+    i.e. the lowest broker name, whatever order the brokers registered in."""
+    await service.register_broker(
+        register(CLUSTER, "broker-b", B, topics={"U": (8, 8, 6, flag_b), "T": (8, 8, 6, 0)})
+    )
+    await service.register_broker(
+        register(CLUSTER, "broker-a", MASTER, topics={"U": (8, 8, 6, flag_a), "T": (8, 8, 6, 0)})
+    )
+    assert await service.unit_topics("unit") == unit
+
+
 async def test_http_topic_lists(client: TestClient[Any, Any]) -> None:
     await client.post(
         "/v1/brokers/register", json=register_json(topics={"A": (8, 8, 6, 1), "B": (8, 8, 6, 2)})
