@@ -29,7 +29,7 @@
   then U triples: topic, QueueData JSON (canonical, as the broker sent it), topicSysFlag (unused:
   the topic's flag is recomputed from its stored queues)
   then R topic names
-  then M pairs: topic, TopicQueueMappingInfo JSON
+  then M pairs: topic, TopicQueueMappingInfo JSON (stored under its "bname")
 
   Returns: {status, upserted, removed}
     status 1 applied; -1 fenced (no pending registration with this token: nothing written).
@@ -86,7 +86,13 @@ end
 if final then
   if pending.mapWrite then
     for m = 1, nMap do
-      rcall('HSET', KEYS[8 + nUp + nRm + m], brokerName, ARGV[a + 1])
+      -- R10c: T6[topic][info.bname] = info (the registering broker's name if bname is absent).
+      local ok, info = pcall(cjson.decode, ARGV[a + 1])
+      local bname = brokerName
+      if ok and type(info) == 'table' and type(info.bname) == 'string' and info.bname ~= '' then
+        bname = info.bname
+      end
+      rcall('HSET', KEYS[8 + nUp + nRm + m], bname, ARGV[a + 1])
       a = a + 2
     end
   end
