@@ -118,6 +118,24 @@ async def test_r5_slave_taking_id_0_while_master_live_replaces_it(service: Regis
     assert await addrs_of(service, "TopicTest", "broker-a") == {"0": SLAVE, "2": SLAVE2}
 
 
+async def test_r5_then_r7_leaves_a_broker_data_without_addresses(service: RegistryService) -> None:
+    """R5 runs before R7: a lone slave re-registering as id 0 with a single topic loses its id-1
+    entry and is then refused, leaving an empty BrokerData (as Java does); its queues stay."""
+    await service.register_broker(register(addr=SLAVE, broker_id=1))
+    assert await service.register_broker(register(addr=SLAVE, broker_id=0, topics=["TopicTest"])) == (
+        None,
+        None,
+    )
+    assert await cluster(service) == {
+        "brokerAddrTable": {"broker-a": bd("broker-a", {})},
+        "clusterAddrTable": {CLUSTER: ["broker-a"]},
+    }
+    assert await route(service, "TopicTest") == route_obj([bd("broker-a", {})], [qd("broker-a")])
+    result, _ = await service.register_broker(register(addr=SLAVE, broker_id=0))
+    assert result is not None and result.accepted
+    assert await addrs_of(service, "TopicTest", "broker-a") == {"0": SLAVE}
+
+
 # ---- R6: conflicting address for the same id, older stateVersion ignored ----
 @pytest.mark.parametrize(
     ("live_state", "new_state", "accepted"),

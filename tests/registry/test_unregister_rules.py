@@ -203,6 +203,18 @@ async def test_u5_master_returning_restores_the_write_bit(make_service: MakeServ
     )
 
 
+async def test_u5_applies_to_a_reduced_broker_even_if_the_address_was_gone(service: RegistryService) -> None:
+    """U3/U5: the name is a reducedBroker whether or not the address was found, so with acting
+    master and no master its queues lose the write bit again (e.g. the master's UNREGISTER_BROKER
+    reaching a second NameServer pod after an admin re-added the write perm)."""
+    await master_and_slave(service, acting=True)
+    await service.unregister_broker(CLUSTER, MASTER, "broker-a", 0)
+    assert await service.change_write_perm("broker-a", wipe=False) == 2
+    assert await perms_of(service, "TopicTest") == {"broker-a": 6}
+    await service.unregister_broker(CLUSTER, MASTER, "broker-a", 0)
+    assert await perms_of(service, "TopicTest") == {"broker-a": 4}
+
+
 # ---- U7 ----
 async def test_u7_unregistration_keeps_static_topic_mappings(service: RegistryService) -> None:
     await service.register_broker(register(addr=MASTER, mappings={"TopicTest": MAPPING}))
