@@ -6,15 +6,17 @@ Only the tests marked ``sleeps`` wait (about 1.3 s each, timeout 1000 ms, the mi
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import orjson
 import pytest
+from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from namesrv.domain.model import DataVersion, RegisterBrokerResult
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
-from tests.builders import register
+from tests.builders import register, register_json
 from tests.registry.conftest import MakeService
 from tests.registry.helpers import (
     CLUSTER,
@@ -197,3 +199,21 @@ async def test_l2_expired_address_of_another_cluster_is_hidden(
     assert await route(service, "TopicTest") == route_obj(
         [bd("broker-a", {0: MASTER}, "C1")], [qd("broker-a")]
     )
+
+
+async def test_http_heartbeat_and_data_version(client: TestClient[Any, Any]) -> None:
+    await client.post("/v1/brokers/register", json=register_json(addr=MASTER, counter=3))
+    who = {"clusterName": CLUSTER, "brokerAddr": MASTER, "brokerName": "broker-a", "brokerId": 0}
+    assert await (await client.post("/v1/brokers/heartbeat", json=who)).json() == {"code": 0, "live": True}
+    unknown = {**who, "brokerAddr": "9.9.9.9:1"}
+    assert await (await client.post("/v1/brokers/heartbeat", json=unknown)).json() == {
+        "code": 0,
+        "live": False,
+    }
+    dv = {"counter": 3, "stateVersion": 0, "timestamp": 1700000000000}
+    resp = await client.post("/v1/brokers/data-version", json={**who, "dataVersion": dv})
+    assert await resp.json() == {"code": 0, "changed": False, "dataVersion": dv}
+    resp = await client.post("/v1/brokers/data-version", json={**who, "dataVersion": {**dv, "counter": 4}})
+    assert await resp.json() == {"code": 0, "changed": True, "dataVersion": dv}
+    resp = await client.post("/v1/brokers/data-version", json={**unknown, "dataVersion": dv})
+    assert await resp.json() == {"code": 0, "changed": True, "dataVersion": None}

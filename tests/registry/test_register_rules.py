@@ -17,6 +17,7 @@ from namesrv.domain.model import (
 )
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
+from namesrv.store.registry_store import TopicWrite
 from tests.builders import register
 from tests.registry.conftest import MakeService
 from tests.registry.helpers import (
@@ -541,3 +542,63 @@ async def test_register_change_log_entry(service: RegistryService, redis: Redis,
         ["TBW102", qd("broker-a")],
         ["TopicTest", qd("broker-a")],
     ]
+
+
+# ---- R10 in bounded chunks (registerChunkTopics): the rules hold whatever the chunking ----
+TOPICS_25 = [f"T{i:02d}" for i in range(25)]
+
+
+async def test_r10_chunked_registration_writes_every_topic(make_service: MakeService) -> None:
+    service = make_service(registerChunkTopics=10)
+    await service.register_broker(register(topics=TOPICS_25))
+    assert await service.all_topics() == TOPICS_25
+    await service.register_broker(register(topics={t: (4, 4, 6, 0) for t in TOPICS_25}, counter=2))
+    assert {t: (await route(service, t) or {})["queueDatas"] for t in TOPICS_25} == {
+        t: [qd("broker-a", 6, 4, 4)] for t in TOPICS_25
+    }
+
+
+async def test_r10_chunked_prime_slave_wipe_and_prune(make_service: MakeService) -> None:
+    service = make_service(registerChunkTopics=10, deleteTopicWithBrokerRegistration=True)
+    await service.register_broker(register(addr=SLAVE, broker_id=1, acting=True, topics=TOPICS_25))
+    assert {t: await perms_of(service, t) for t in TOPICS_25} == {t: {"broker-a": 4} for t in TOPICS_25}
+    kept = TOPICS_25[5:20]
+    await service.register_broker(register(addr=SLAVE, broker_id=1, acting=True, topics=kept))  # same version
+    assert await service.all_topics() == kept
+
+
+async def test_r10_chunked_perm_and_cleanup(make_service: MakeService) -> None:
+    service = make_service(registerChunkTopics=10)
+    await service.register_broker(register(addr=MASTER, acting=True, topics=TOPICS_25))
+    await service.register_broker(register(addr=SLAVE, broker_id=1, acting=True, topics=TOPICS_25))
+    assert await service.change_write_perm("broker-a", wipe=True) == 25
+    assert await service.change_write_perm("broker-a", wipe=False) == 25
+    await service.unregister_broker(CLUSTER, MASTER, "broker-a", 0)  # U5 over 3 chunks
+    assert {t: await perms_of(service, t) for t in TOPICS_25} == {t: {"broker-a": 4} for t in TOPICS_25}
+    await service.unregister_broker(CLUSTER, SLAVE, "broker-a", 1)  # U4 over 3 chunks
+    assert await service.all_topics() == []
+
+
+async def test_r11_slave_data_version_is_stored_without_topic_writes(service: RegistryService) -> None:
+    await service.register_broker(register(addr=MASTER))
+    await service.register_broker(register(addr=SLAVE, broker_id=1, counter=4, timestamp=9))
+    assert await service.query_data_version(CLUSTER, SLAVE, DataVersion(4, 0, 9)) == (
+        False,
+        DataVersion(4, 0, 9),
+    )
+
+
+async def test_r10_stale_topic_chunks_are_fenced(service: RegistryService) -> None:
+    """A chunk of a superseded registration (its token no longer pending) writes nothing."""
+    await service.register_broker(register())
+    applied, upserted, removed = await service.store.register_topics(
+        cluster=CLUSTER,
+        addr=MASTER,
+        broker_name="broker-a",
+        token="stale",
+        chunks=[[TopicWrite("Evil", orjson.dumps(qd("broker-a")).decode(), 0)]],
+        removals=["TopicTest"],
+        mappings={},
+    )
+    assert (applied, upserted, removed) == (False, 0, 0)
+    assert await service.all_topics() == ["TBW102", "TopicTest"]

@@ -240,6 +240,21 @@ async def test_system_topic_list(service: RegistryService) -> None:
     assert addr == SLAVE  # ours: broker names sorted, lowest id
 
 
+async def test_system_topic_list_skips_a_broker_data_without_addresses(service: RegistryService) -> None:
+    await service.register_broker(register(CLUSTER, "broker-a", SLAVE, 1))
+    await service.register_broker(register(CLUSTER, "broker-a", SLAVE, 0, topics=["TopicTest"]))  # R5 then R7
+    await service.register_broker(register(CLUSTER, "broker-b", B))
+    assert await service.system_topics() == (["DefaultCluster", "broker-a", "broker-b"], B)
+
+
+async def test_member_group_does_not_check_the_cluster(service: RegistryService) -> None:
+    """§2.3 901: BrokerMemberGroup(cluster from the request, brokerName); the cluster is not checked."""
+    await service.register_broker(register(CLUSTER, "broker-a", MASTER))
+    await service.register_broker(register(CLUSTER, "broker-a", SLAVE, 1))
+    assert await service.broker_member_group("AnyCluster", "broker-a") == {0: MASTER, 1: SLAVE}
+    assert await service.broker_member_group(CLUSTER, "nope") == {}
+
+
 # ---- 311-313 ----
 async def test_unit_topic_lists_by_sys_flag(service: RegistryService) -> None:
     """Verified vector: flags 1, 2 and 3 give unit {1,3}, hasUnitSub {2,3}, subUnUnit {2}."""

@@ -3,14 +3,17 @@ stale removals change nothing; removal and topic cleanup are done before the cal
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
+from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from namesrv.domain.model import DataVersion
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
-from tests.builders import register
+from tests.builders import register, register_json
 from tests.registry.conftest import MakeService
 from tests.registry.helpers import (
     CLUSTER,
@@ -326,3 +329,18 @@ async def test_unfenced_unregister_of_a_slave_id_2(service: RegistryService) -> 
     await service.register_broker(register(addr=SLAVE2, broker_id=2))
     await service.unregister_broker(CLUSTER, SLAVE2, "broker-a", 2)
     assert await addrs_of(service, "TopicTest", "broker-a") == {"0": MASTER, "1": SLAVE}
+
+
+async def test_http_unregister_fenced_and_not(client: TestClient[Any, Any]) -> None:
+    first = await (await client.post("/v1/brokers/register", json=register_json(addr=MASTER))).json()
+    second = await (await client.post("/v1/brokers/register", json=register_json(addr=MASTER))).json()
+    target = {"clusterName": CLUSTER, "brokerAddr": MASTER, "brokerName": "broker-a", "brokerId": 0}
+    resp = await client.post("/v1/brokers/unregister", json={**target, "epoch": first["epoch"]})
+    assert (resp.status, await resp.json()) == (
+        409,
+        {"code": 1, "remark": f"fenced: epoch {first['epoch']} is not the live registration"},
+    )
+    assert (await client.get("/v1/routes/TopicTest")).status == 200
+    resp = await client.post("/v1/brokers/unregister", json={**target, "epoch": second["epoch"]})
+    assert (resp.status, await resp.json()) == (200, {"code": 0})
+    assert (await client.get("/v1/routes/TopicTest")).status == 404
