@@ -344,3 +344,21 @@ async def test_http_unregister_fenced_and_not(client: TestClient[Any, Any]) -> N
     resp = await client.post("/v1/brokers/unregister", json={**target, "epoch": second["epoch"]})
     assert (resp.status, await resp.json()) == (200, {"code": 0})
     assert (await client.get("/v1/routes/TopicTest")).status == 404
+
+
+async def test_clean_queues_change_log(service: RegistryService, redis: Redis, namespace: str) -> None:
+    await master_and_slave(service, acting=True, topics=["A", "B"])
+    await service.unregister_broker(CLUSTER, MASTER, "broker-a", 0)  # U5: write bits cleared
+    await service.unregister_broker(CLUSTER, SLAVE, "broker-a", 1)  # U4: queues removed
+    cleaned = await events(redis, namespace, "cleanQueues")
+    assert [
+        (e["brokerName"], sorted(orjson.loads(e["removed"])), sorted(orjson.loads(e["upserted"])))
+        for e in cleaned
+    ] == [
+        ("broker-a", [], [["A", qd("broker-a", 4)], ["B", qd("broker-a", 4)]]),
+        ("broker-a", ["A", "B"], []),
+    ]
+    removals = [
+        (e["kind"], e["brokerAddr"], e["removed"]) for e in await events(redis, namespace, "unregister")
+    ]
+    assert removals == [("unregister", MASTER, "0"), ("unregister", SLAVE, "1")]
