@@ -246,3 +246,35 @@ async def test_http_acting_master_and_order_conf(settings: Settings) -> None:
         }
     finally:
         await client.close()
+
+
+async def route_status_while_waiting(settings: Settings, wait: int) -> tuple[int, Any]:
+    custom = dataclasses.replace(settings, needWaitForService=True, waitSecondsForService=wait)
+    client = await start_client(custom)
+    try:
+        await client.post("/v1/brokers/register", json=register_json())
+        resp = await client.get("/v1/routes/TopicTest")
+        return resp.status, await resp.json()
+    finally:
+        await client.close()
+
+
+async def test_route_served_once_the_wait_is_over(settings: Settings) -> None:
+    """ClusterTestRequestProcessorTest.testNamesrvReady: needWaitForService with a 0 s wait."""
+    status, body = await route_status_while_waiting(settings, 0)
+    assert status == 200 and body["queueDatas"] == [qd("broker-a")]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="GAP (reported): needWaitForService/waitSecondsForService are settings but nothing refuses "
+    "route lookups; NotReady is never raised",
+)
+async def test_route_refused_while_waiting_for_service(settings: Settings) -> None:
+    """§2.3 105 step 1 and ClusterTestRequestProcessorTest.testNamesrvNotReady: with
+    needWaitForService, route lookups answer 1 "name server not ready" for waitSecondsForService
+    after start."""
+    assert await route_status_while_waiting(settings, 45) == (
+        503,
+        {"code": 1, "remark": "name server not ready"},
+    )
