@@ -40,8 +40,8 @@ if not bd then
       removed[#removed + 1] = topic
       if rcall('EXISTS', key) == 0 then
         gone[#gone + 1] = topic
-        rcall('HDEL', K.topicflags, topic)
       end
+      syncTopicFlag(K.topicflags, key, topic)
     end
   end
   addAll('SREM', K.topics, gone)

@@ -57,8 +57,8 @@ for _, b in ipairs(targets) do
 end
 if rcall('EXISTS', K.topic) == 0 then
   rcall('SREM', K.topics, topic)
-  rcall('HDEL', K.topicflags, topic)
 end
+if #targets > 0 then syncTopicFlag(K.topicflags, K.topic, topic) end
 if #targets > 0 then
   rcall('INCR', K.routever)
   emit(K.events, maxLen, 'topicDelete', nowMs(), {'topic', topic, 'cluster', cluster,

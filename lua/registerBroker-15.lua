@@ -163,6 +163,13 @@ end
 addToCluster()
 if oldAddr ~= addr then bdChanged = true end
 bd.brokerAddrs[idKey] = addr
+-- R2 keeps the first cluster of a broker name; remember an address's own cluster when it
+-- differs, so reads find its liveness entry ('<cluster>/<addr>').
+if cluster ~= bd.cluster then
+  if type(bd.addrClusters) ~= 'table' then bd.addrClusters = {} end
+  if bd.addrClusters[addr] ~= cluster then bdChanged = true end
+  bd.addrClusters[addr] = cluster
+end
 if oldAddr == nil or oldAddr == '' then registerFirst = true end
 saveBroker()
 

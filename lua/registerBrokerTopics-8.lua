@@ -26,9 +26,10 @@
   ARGV[7]  number of static-topic mappings M (only in a final chunk)
   ARGV[8]  change-log length
   ARGV[9]  chunk number (diagnostics)
-  then U triples: topic, QueueData JSON (canonical, as the broker sent it), topicSysFlag
+  then U triples: topic, QueueData JSON (canonical, as the broker sent it), topicSysFlag (unused:
+  the topic's flag is recomputed from its stored queues)
   then R topic names
-  then M pairs: topic, TopicQueueMappingInfo JSON
+  then M pairs: topic, TopicQueueMappingInfo JSON (stored under its "bname")
 
   Returns: {status, upserted, removed}
     status 1 applied; -1 fenced (no pending registration with this token: nothing written).
@@ -51,7 +52,7 @@ local now = nowMs()
 local upserted, removed, fresh = {}, {}, {}
 local a = 10
 for i = 1, nUp do
-  local topic, qd, flag = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  local topic, qd = ARGV[a], ARGV[a + 1]
   a = a + 3
   local key = KEYS[8 + i]
   if pending.wipe then qd = clearWriteBit(qd) end
@@ -60,12 +61,7 @@ for i = 1, nUp do
     rcall('HSET', key, brokerName, qd)
     upserted[#upserted + 1] = '[' .. jsonString(topic) .. ',' .. qd .. ']'
     if not previous then fresh[#fresh + 1] = topic end
-    if flag ~= 0 then
-      rcall('HSET', K.topicflags, topic, flag)
-    elseif previous and not string.find(previous, '"topicSysFlag":0,', 1, true)
-        and rcall('HLEN', key) == 1 then
-      rcall('HDEL', K.topicflags, topic)
-    end
+    syncTopicFlag(K.topicflags, key, topic)
   end
 end
 -- Only queues new to the broker change the topic indexes.
@@ -80,8 +76,8 @@ for j = 1, nRm do
     removed[#removed + 1] = topic
     if rcall('EXISTS', key) == 0 then
       gone[#gone + 1] = topic
-      rcall('HDEL', K.topicflags, topic)
     end
+    syncTopicFlag(K.topicflags, key, topic)
   end
 end
 addAll('SREM', K.topics, gone)
@@ -89,7 +85,13 @@ addAll('SREM', K.btopics, removed)
 if final then
   if pending.mapWrite then
     for m = 1, nMap do
-      rcall('HSET', KEYS[8 + nUp + nRm + m], brokerName, ARGV[a + 1])
+      -- R10c: T6[topic][info.bname] = info (the registering broker's name if bname is absent).
+      local ok, info = pcall(cjson.decode, ARGV[a + 1])
+      local bname = brokerName
+      if ok and type(info) == 'table' and type(info.bname) == 'string' and info.bname ~= '' then
+        bname = info.bname
+      end
+      rcall('HSET', KEYS[8 + nUp + nRm + m], bname, ARGV[a + 1])
       a = a + 2
     end
   end

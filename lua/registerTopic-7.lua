@@ -15,7 +15,8 @@
 
   ARGV[1]  topic
   ARGV[2]  change-log length
-  ARGV[3]  number of queues N, then N triples: brokerName, QueueData JSON, topicSysFlag
+  ARGV[3]  number of queues N, then N triples: brokerName, QueueData JSON, topicSysFlag (unused:
+           the topic's flag is recomputed from its stored queues)
 
   Returns: {written}: queues stored (0 when the topic was new and a broker name unknown).
   Complexity: O(N).
@@ -33,14 +34,14 @@ if not exists then
 end
 local written = {}
 for i = 1, n do
-  local b, qd, flag = ARGV[1 + 3 * i], ARGV[2 + 3 * i], tonumber(ARGV[3 + 3 * i])
+  local b, qd = ARGV[1 + 3 * i], ARGV[2 + 3 * i]
   if rcall('HEXISTS', K.brokers, b) == 0 then break end
   rcall('HSET', K.topic, b, qd)
   rcall('SADD', KEYS[7 + i], topic)
-  if flag ~= 0 then rcall('HSET', K.topicflags, topic, flag) end
   written[#written + 1] = '[' .. jsonString(topic) .. ',' .. qd .. ']'
 end
 if #written > 0 then
+  syncTopicFlag(K.topicflags, K.topic, topic)
   rcall('SADD', K.topics, topic)
   rcall('INCR', K.routever)
   emit(K.events, maxLen, 'topicRegister', nowMs(), {'topic', topic,

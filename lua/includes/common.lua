@@ -55,15 +55,46 @@ end
 
 local function encodeBroker(bd)
   if bd.zoneName == cjson.null then bd.zoneName = nil end
+  if type(bd.addrClusters) == 'table' then
+    -- keep only addresses the broker still has (cjson cannot tell an empty map from a list)
+    local held, kept = {}, {}
+    for _, a in pairs(bd.brokerAddrs) do held[a] = true end
+    for a, c in pairs(bd.addrClusters) do
+      if held[a] then kept[a] = c end
+    end
+    bd.addrClusters = next(kept) and kept or nil
+  end
   return cjson.encode(bd)
+end
+
+-- The topicSysFlag the unit topic lists (311-313) use for a topic: RocketMQ reads the topic's first
+-- QueueData; ours is the queue of the lowest broker name (routes list queues sorted by name).
+-- Recomputed after every change to the topic's queues, so it always belongs to a queue the topic
+-- still has; a topic with no queue, or a zero flag, has no entry.
+local function syncTopicFlag(flagsKey, topicKey, topic)
+  local flat = rcall('HGETALL', topicKey)
+  local first, queue = nil, nil
+  for i = 1, #flat, 2 do
+    if first == nil or flat[i] < first then
+      first, queue = flat[i], flat[i + 1]
+    end
+  end
+  -- QueueData JSON is written by workers in a fixed layout; no need to decode all of it.
+  local flag = queue and tonumber(string.match(queue, '"topicSysFlag":(%-?%d+)')) or 0
+  if flag ~= 0 then
+    rcall('HSET', flagsKey, topic, flag)
+  else
+    rcall('HDEL', flagsKey, topic)
+  end
 end
 
 -- Hide addresses past their deadline, as the next sweep would remove them (reads never serve
 -- an expired broker). Returns true when an address was hidden.
 local function hideExpired(deadlinesKey, bd, now)
   local dropped = false
+  local own = type(bd.addrClusters) == 'table' and bd.addrClusters or {}
   for id, a in pairs(bd.brokerAddrs) do
-    local s = rcall('ZSCORE', deadlinesKey, bd.cluster .. '/' .. a)
+    local s = rcall('ZSCORE', deadlinesKey, (own[a] or bd.cluster) .. '/' .. a)
     if s and tonumber(s) < now then
       bd.brokerAddrs[id] = nil
       dropped = true

@@ -30,7 +30,9 @@ local function unregisterCore(k, member, cluster, addr, brokerName)
     else
       bdJson = encodeBroker(bd)
       if changed then rcall('HSET', k.brokers, brokerName, bdJson) end
-      if changed and bd.enableActingMaster and noMaster(bd) then pending = true end
+      -- U3/U5: a reduced broker (address found or not) with acting master and no master loses
+      -- the write bit of its queues.
+      if bd.enableActingMaster and noMaster(bd) then pending = true end
     end
     if changed or removed then rcall('INCR', k.routever) end
   end

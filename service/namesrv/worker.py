@@ -48,3 +48,8 @@ class WorkerState:
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_at
+
+    def waiting_for_service(self) -> bool:
+        """needWaitForService: refuse route lookups for waitSecondsForService after start."""
+        s = self.settings
+        return s.needWaitForService and self.uptime() < s.waitSecondsForService

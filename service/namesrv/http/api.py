@@ -11,7 +11,7 @@ import orjson
 from aiohttp import web
 
 from namesrv.domain.codes import ResponseCode, topic_not_exist_remark
-from namesrv.domain.errors import BadRequest, NotFound, PermissionDenied
+from namesrv.domain.errors import BadRequest, NotFound, NotReady, PermissionDenied
 from namesrv.domain.model import ClusterInfo, check_name
 from namesrv.domain.routes import filter_by_zone
 from namesrv.http import payloads as p
@@ -179,6 +179,8 @@ async def broker_member_group(request: web.Request) -> web.Response:
 
 # ---- routes and clusters ----
 async def route(request: web.Request) -> web.Response:
+    if request.app[WORKER].waiting_for_service():
+        raise NotReady()
     topic = check_name(request.match_info["topic"], "topic")
     data = await request.app[SERVICE].route(topic)
     if data is None:

@@ -233,8 +233,7 @@ async def broker_heartbeat(
 
 # ---- routes and clusters: 105, 106, 901 ----
 async def get_route(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCommand) -> RemotingCommand:
-    settings = ctx.settings
-    if settings.needWaitForService and ctx.worker.uptime() < settings.waitSecondsForService:
+    if ctx.worker.waiting_for_service():
         raise NotReady()
     ext = _ext(cmd)
     topic = get_str(ext, "topic")
