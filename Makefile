@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev
 
-.PHONY: help install run test lint format typecheck clean  ## (targets)
+.PHONY: help install run test lint format config clean  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -35,6 +35,9 @@ lint: install  ## ruff + mypy
 format: install  ## Format the code with ruff
 	$(BIN)/ruff format service tests
 	$(BIN)/ruff check --fix service tests
+
+config: install  ## Regenerate config/default.toml from the Settings dataclass
+	$(BIN)/python -c "from namesrv.config import render_default_toml as r; open('config/default.toml', 'w').write(r())"
 
 clean:  ## Remove the virtualenv, caches and the embedded Redis data
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .data build dist

@@ -30,6 +30,8 @@ if not info then
   return {0, dv}
 end
 local now = nowMs()
+-- A heartbeat after the deadline, before a sweep removed the broker, makes it visible again.
+local revived = tonumber(rcall('ZSCORE', K.deadlines, member) or '0') < now
 local timeout = tonumber(info.heartbeatTimeoutMillis)
 local deadline = now + timeout
 rcall('ZADD', K.deadlines, deadline, member)
@@ -37,5 +39,6 @@ rcall('SET', K.alive, info.epoch, 'PX', timeout)
 local cluster, addr = string.match(member, '^(.*)/([^/]*)$')
 emit(K.events, maxLen, 'heartbeat', now, {'cluster', cluster, 'brokerName', info.brokerName,
   'brokerAddr', addr, 'brokerId', tostring(info.brokerId), 'epoch', tostring(info.epoch),
-  'deadline', deadline, 'timeoutMillis', tostring(timeout), 'source', source, 'via', via})
+  'deadline', deadline, 'timeoutMillis', tostring(timeout), 'source', source,
+  'revived', revived and '1' or '0', 'via', via})
 return {1, dv}

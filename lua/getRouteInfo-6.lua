@@ -17,26 +17,29 @@
   ARGV[1]  topic
   ARGV[2]  '1' to read the topic's orderTopicConf (orderMessageEnable)
 
-  Returns: {found, queueDatas, brokerDatas, filterFlat, mappingFlat, orderTopicConf}
+  Returns: {found, queueDatas, brokerDatas, filterFlat, mappingFlat, orderTopicConf, now, validUntil}
     found 0 means TOPIC_NOT_EXIST (no queues, or no live broker); queueDatas and brokerDatas
     are lists of JSON texts; filterFlat is addr, JSON array pairs; mappingFlat is HGETALL of the
-    mapping; orderTopicConf is '' when absent or not asked for.
+    mapping; orderTopicConf is '' when absent or not asked for; now is the Redis clock (ms) and
+    validUntil the earliest deadline of the brokers returned ('' when none has one): past it,
+    this answer may show an expired broker, so a cache must not serve it any longer.
   Complexity: O(broker names of the topic x their ids).
 ]]
 --- @include "common"
 
 local topic, wantOrder = ARGV[1], ARGV[2] == '1'
 local queues = rcall('HGETALL', KEYS[1])
-if #queues == 0 then return {0} end
 local now = nowMs()
+if #queues == 0 then return {0, {}, {}, {}, {}, '', now, ''} end
 local qds, bds, addrs = {}, {}, {}
+local validUntil = nil
 for i = 1, #queues, 2 do
   local name, qd = queues[i], queues[i + 1]
   local raw = rcall('HGET', KEYS[2], name)
   if raw then
     local bd = cjson.decode(raw)
     local hadAddrs = next(bd.brokerAddrs) ~= nil
-    local dropped = hideExpired(KEYS[3], bd, now)
+    local dropped, soonest = hideExpired(KEYS[3], bd, now)
     if not (hadAddrs and next(bd.brokerAddrs) == nil) then
       if dropped then
         if bd.enableActingMaster and noMaster(bd) then qd = clearWriteBit(qd) end
@@ -44,11 +47,12 @@ for i = 1, #queues, 2 do
       end
       qds[#qds + 1] = qd
       bds[#bds + 1] = raw
+      if soonest and (validUntil == nil or soonest < validUntil) then validUntil = soonest end
       for _, a in pairs(bd.brokerAddrs) do addrs[#addrs + 1] = {bd.cluster, a} end
     end
   end
 end
-if #bds == 0 then return {0} end
+if #bds == 0 then return {0, {}, {}, {}, {}, '', now, ''} end
 local filters = {}
 if rcall('HLEN', KEYS[4]) > 0 then
   for _, ca in ipairs(addrs) do
@@ -61,4 +65,5 @@ if rcall('HLEN', KEYS[4]) > 0 then
 end
 local order = ''
 if wantOrder then order = rcall('HGET', KEYS[6], topic) or '' end
-return {1, qds, bds, filters, rcall('HGETALL', KEYS[5]), order}
+return {1, qds, bds, filters, rcall('HGETALL', KEYS[5]), order, now,
+  validUntil and string.format('%d', validUntil) or ''}

@@ -142,7 +142,7 @@ if oldAddr and oldAddr ~= addr then
     dropLive()
     emit(K.events, maxLen, 'register', now, {'result', 'ignored', 'cluster', cluster,
       'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'dataVersion', dataVersion,
-      'via', via})
+      'routeChanged', bdChanged and '1' or '0', 'via', via})
     local hasOrder, order = orderConfig()
     return {2, 0, 0, '', '', hasOrder, order}
   end
@@ -155,7 +155,8 @@ if oldAddr == nil and topicCount == 1 then
     saveBroker()
   end
   emit(K.events, maxLen, 'register', now, {'result', 'refused', 'cluster', cluster,
-    'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'via', via})
+    'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey,
+    'routeChanged', (bdChanged and not registerFirst) and '1' or '0', 'via', via})
   return {0, 0, 0, '', '', 0, {}}
 end
 
@@ -235,6 +236,8 @@ emit(K.events, maxLen, 'register', now, {'result', 'ok', 'cluster', cluster,
   'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'epoch', epoch,
   'deadline', deadline, 'timeoutMillis', timeout, 'dataVersion', dataVersion,
   'newSession', newSession and '1' or '0', 'mode', mode, 'brokerData', encodeBroker(bd),
+  -- a shorter timeout moves the deadline earlier: cached routes must not outlive it
+  'routeChanged', (bdChanged or newSession or prevDeadline > deadline) and '1' or '0',
   'haServerAddr', haAddr, 'via', via})
 local hasOrder, order = orderConfig()
 return {1, epoch, mode, masterAddr, masterHa, hasOrder, order}

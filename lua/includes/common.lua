@@ -89,18 +89,24 @@ local function syncTopicFlag(flagsKey, topicKey, topic)
 end
 
 -- Hide addresses past their deadline, as the next sweep would remove them (reads never serve
--- an expired broker). Returns true when an address was hidden.
+-- an expired broker). Returns whether an address was hidden, and the earliest deadline among the
+-- addresses kept (nil when none has one): a cached copy of what was read is valid until then.
 local function hideExpired(deadlinesKey, bd, now)
-  local dropped = false
+  local dropped, soonest = false, nil
   local own = type(bd.addrClusters) == 'table' and bd.addrClusters or {}
   for id, a in pairs(bd.brokerAddrs) do
     local s = rcall('ZSCORE', deadlinesKey, (own[a] or bd.cluster) .. '/' .. a)
-    if s and tonumber(s) < now then
-      bd.brokerAddrs[id] = nil
-      dropped = true
+    if s then
+      local deadline = tonumber(s)
+      if deadline < now then
+        bd.brokerAddrs[id] = nil
+        dropped = true
+      elseif soonest == nil or deadline < soonest then
+        soonest = deadline
+      end
     end
   end
-  return dropped
+  return dropped, soonest
 end
 
 -- SADD/SREM many members in a few calls: one redis.call per member costs more than the write.

@@ -76,23 +76,35 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     worker.apply_overrides(await store.config_overrides())
     app[SCRIPTS] = scripts
     app[STORE] = store
-    app[SERVICE] = RegistryService(store, worker.current)
+    service = RegistryService(store, worker.current)
+    if worker.base.routeCacheEnabled:
+        app[METRICS].watch_route_cache(service.enable_route_cache())
+    app[SERVICE] = service
     worker.scripts_loaded = True
     yield
 
 
 async def changefeed_ctx(app: web.Application) -> AsyncIterator[None]:
-    store, worker = app[STORE], app[WORKER]
-    feed = ChangeFeed(app[REDIS], store.k.events)
+    store, worker, cache = app[STORE], app[WORKER], app[SERVICE].cache
+    # With a route cache the feed must complete a read well within the staleness bound, idle or
+    # not: it polls every quarter of the bound (a few cheap XREADs per second).
+    poll = worker.base.routeCacheStalenessMillis / 4000 if cache else None
+    feed = ChangeFeed(app[REDIS], store.k.events, poll_interval=poll)
 
     async def on_change(kind: str, fields: Mapping[str, str]) -> None:
+        if cache is not None:
+            cache.on_event(kind, fields)
         if kind == "config":
             worker.apply_overrides(await store.config_overrides())
 
     async def resync() -> None:
+        if cache is not None:
+            cache.clear()
         worker.apply_overrides(await store.config_overrides())
 
     feed.subscribe(on_change, resync)
+    if cache is not None:
+        feed.progress.append(lambda issued: setattr(cache, "feed_read_issued_at", issued))
     await feed.start()
     app[FEED] = feed
     try:

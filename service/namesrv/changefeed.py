@@ -18,20 +18,36 @@ from redis.exceptions import RedisError
 from namesrv.aio import cancel_and_wait, raise_if_cancelling
 
 log = logging.getLogger(__name__)
+BATCH = 500  # entries per read; a full batch means more may be waiting
 Listener = Callable[[str, Mapping[str, str]], Awaitable[None]]
 Resync = Callable[[], Awaitable[None]]
 
 
 class ChangeFeed:
+    """Reads with ``XREAD BLOCK block_ms``; or, with ``poll_interval``, with non-blocking reads that
+    often. Polling is for bounded staleness: Redis only notices a BLOCK timeout when its event
+    loop wakes (every 1/hz s, 100 ms by default), so an idle blocking read can take far longer
+    than asked, while a poll completes at once."""
+
     def __init__(
-        self, redis: Redis, stream: str, *, block_ms: int = 1000, resync_seconds: float = 30.0
+        self,
+        redis: Redis,
+        stream: str,
+        *,
+        block_ms: int = 1000,
+        poll_interval: float | None = None,
+        resync_seconds: float = 30.0,
     ) -> None:
         self.redis = redis
         self.stream = stream
         self.block_ms = block_ms
+        self.poll_interval = poll_interval
         self.resync_seconds = resync_seconds
         self.listeners: list[Listener] = []
         self.resyncs: list[Resync] = []
+        # Called with the (monotonic) time a read was issued, once its entries are all applied:
+        # every change committed before that time has then been seen.
+        self.progress: list[Callable[[float], None]] = []
         self.last_id = "$"
         self._task: asyncio.Task[None] | None = None
 
@@ -64,11 +80,18 @@ class ChangeFeed:
                 if loop.time() >= next_resync:
                     await self.resync()
                     next_resync = loop.time() + self.resync_seconds
-                reply: Any = await self.redis.xread(
-                    {self.stream: self.last_id}, count=500, block=self.block_ms
-                )
+                issued = loop.time()
+                block = None if self.poll_interval is not None else self.block_ms
+                reply: Any = await self.redis.xread({self.stream: self.last_id}, count=BATCH, block=block)
+                received = 0
                 for _stream, entries in reply or []:
+                    received += len(entries)
                     await self._dispatch(entries)
+                if received < BATCH:  # caught up: everything committed before `issued` is applied
+                    for report in self.progress:
+                        report(issued)
+                    if self.poll_interval is not None:
+                        await asyncio.sleep(self.poll_interval)
             except asyncio.CancelledError:
                 raise
             except RedisError as exc:

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 import re
+import textwrap
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -126,6 +127,25 @@ class Settings:
     )
     httpMaxBodyBytes: int = _opt(
         16777216, "Largest HTTP request body accepted (bytes); larger ones get 413.", lo=1024, hi=1 << 30
+    )
+    routeCacheEnabled: bool = _opt(
+        True, "Serve route lookups from a per-worker cache kept current by the change log."
+    )
+    routeCacheStalenessMillis: int = _opt(
+        100,
+        "Longest time (ms) a worker may keep serving a route after a change committed; past it "
+        "(change feed lagging) lookups read Redis.",
+        lo=10,
+        hi=60000,
+    )
+    routeCacheMaxEntries: int = _opt(
+        100000, "Routes a worker caches (least recently used go first).", lo=1, hi=10_000_000
+    )
+    routeNegativeCacheMillis: int = _opt(
+        1000,
+        "How long (ms) 'topic does not exist' is remembered; dropped at once when the topic appears.",
+        lo=0,
+        hi=60000,
     )
     emulatedVersion: int = _opt(479, "RocketMQ version ordinal put in replies (479 = 5.3.3).", lo=0, hi=32767)
     allowRemoteConfigUpdate: bool = _opt(
@@ -288,6 +308,50 @@ def read_config_file(path: Path) -> tuple[dict[str, object], bool]:
     if nested:
         raise ConfigError(f"{path}: tables are not used; put {', '.join(nested)} keys at the top level")
     return data, False
+
+
+DEFAULT_TOML_HEADER = """\
+# namesrv-fleet configuration: every option with its default.
+#
+# Precedence, lowest first: these defaults < the file given with `namesrv -c FILE` (TOML like this
+# one, or a Java namesrv.properties) < environment NAMESRV_<UPPER_SNAKE_NAME> (e.g. NAMESRV_HTTP_PORT;
+# plain REDIS_URL works too). Keys are flat (no tables). `namesrv -p` prints the effective values.
+# Options marked [dynamic] can also be changed fleet-wide at run time with UPDATE_NAMESRV_CONFIG
+# when allowRemoteConfigUpdate is true.
+
+# ---- RocketMQ NamesrvConfig / NettyServerConfig options (same names as the Java NameServer) ----
+"""
+
+
+def render_default_toml() -> str:
+    """The text of ``config/default.toml``: every option, its default and its documentation."""
+
+    def literal(value: object) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str):
+            return '"' + value + '"'
+        return repr(value)
+
+    out = DEFAULT_TOML_HEADER.splitlines()
+    for f in dataclasses.fields(Settings):
+        if f.name == "redisUrl":
+            out += ["", "# ---- namesrv-fleet options ----"]
+        meta = f.metadata
+        doc = meta["doc"] + (" [dynamic]" if meta["dynamic"] else "")
+        bounds = []
+        if meta["lo"] is not None:
+            bounds.append(f"min {meta['lo']}")
+        if meta["hi"] is not None:
+            bounds.append(f"max {meta['hi']}")
+        if meta["choices"]:
+            bounds.append("one of " + ", ".join(meta["choices"]))
+        if bounds:
+            doc += " (" + "; ".join(bounds) + ")"
+        out.append("")
+        out += ["# " + line for line in textwrap.wrap(doc, 100)]
+        out.append(f"{f.name} = {literal(f.default)}")
+    return "\n".join(out) + "\n"
 
 
 def load_settings(

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from namesrv.registry.route_cache import RouteCache
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -52,5 +58,32 @@ class Metrics:
         self.connections = Gauge("namesrv_remoting_connections", "Open remoting connections", registry=r)
         self.ready = Gauge("namesrv_ready", "1 when this worker reports ready", registry=r)
 
+    def watch_route_cache(self, cache: RouteCache) -> None:
+        self.registry.register(_RouteCacheCollector(cache))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _RouteCacheCollector(Collector):
+    """Reads the route cache's counters at scrape time (the hot path keeps plain ints)."""
+
+    def __init__(self, cache: RouteCache) -> None:
+        self.cache = cache
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.cache.stats()
+        lookups = CounterMetricFamily(
+            "namesrv_route_cache_lookups",
+            "Route lookups by cache outcome (hit, miss, bypass = change feed not fresh)",
+            labels=["result"],
+        )
+        for result in ("hits", "misses", "bypasses"):
+            lookups.add_metric([result.rstrip("es") if result != "bypasses" else "bypass"], stats[result])
+        yield lookups
+        yield CounterMetricFamily(
+            "namesrv_route_cache_invalidations",
+            "Cached routes dropped by changes",
+            value=stats["invalidations"],
+        )
+        yield GaugeMetricFamily("namesrv_route_cache_entries", "Routes cached", value=stats["entries"])

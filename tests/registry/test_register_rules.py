@@ -533,6 +533,7 @@ async def test_register_change_log_entry(service: RegistryService, redis: Redis,
         "dataVersion": '{"counter":1,"stateVersion":0,"timestamp":1700000000000}',
         "newSession": "1",
         "mode": "1",
+        "routeChanged": "1",
         "haServerAddr": "127.0.0.1:10912",
         "via": "test",
     }

@@ -136,3 +136,10 @@ def test_properties_parsing_follows_java() -> None:
         "{key": "value}",
     }
     assert format_properties({"b": "2", "a": "1"}) == "a=1\nb=2\n"
+
+
+def test_default_toml_is_rendered_from_the_settings() -> None:
+    """config/default.toml is generated from the Settings dataclass: `make config` rewrites it."""
+    from namesrv.config import render_default_toml
+
+    assert DEFAULT_TOML.read_text() == render_default_toml()

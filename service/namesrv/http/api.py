@@ -182,13 +182,13 @@ async def route(request: web.Request) -> web.Response:
     if request.app[WORKER].waiting_for_service():
         raise NotReady()
     topic = check_name(request.match_info["topic"], "topic")
-    data = await request.app[SERVICE].route(topic)
-    if data is None:
+    entry = await request.app[SERVICE].route_entry(topic)
+    if entry is None:
         raise NotFound(topic_not_exist_remark(topic), ResponseCode.TOPIC_NOT_EXIST)
     zone = request.query.get("zone")
     if zone:
-        data = filter_by_zone(data, zone)
-    return fastjson_response(data.to_obj())
+        return fastjson_response(filter_by_zone(entry.data, zone).to_obj())
+    return web.Response(body=entry.encoded(Dialect.STANDARD), content_type=JSON)
 
 
 async def cluster(request: web.Request) -> web.Response:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from namesrv.domain.model import (
     check_name,
 )
 from namesrv.protocol.fastjson import dumps
+from namesrv.registry.route_cache import CachedRoute, Lookup, RouteCache
 from namesrv.store.registry_store import RETRY_KEYS, RegistryStore, TopicWrite
 
 log = logging.getLogger(__name__)
@@ -64,6 +67,27 @@ class RegistryService:
     def __init__(self, store: RegistryStore, settings: Callable[[], Settings]) -> None:
         self.store = store
         self.settings = settings
+        self.cache: RouteCache | None = None
+
+    def enable_route_cache(self) -> RouteCache:
+        s = self.settings()
+        self.cache = RouteCache(
+            self.read_route,
+            staleness_s=s.routeCacheStalenessMillis / 1000,
+            negative_s=s.routeNegativeCacheMillis / 1000,
+            max_entries=s.routeCacheMaxEntries,
+            view=self._route_view,
+        )
+        return self.cache
+
+    def _wrote(self) -> None:
+        if self.cache is not None:
+            self.cache.note_local_write()
+
+    def _route_view(self) -> tuple[bool, bool]:
+        """The settings that shape a route; the cache starts over when they change."""
+        s = self.settings()
+        return s.orderMessageEnable, s.supportActingMaster
 
     # ---- 103 REGISTER_BROKER ----
     async def register_broker(
@@ -104,6 +128,7 @@ class RegistryService:
             return_order=s.returnOrderTopicConfigToBroker,
             prune_leftovers=prune,
         )
+        self._wrote()
         if header.status == 0:
             return None, None
         if header.status == 2:
@@ -135,6 +160,7 @@ class RegistryService:
                 removals=removals,
                 mappings=mappings,
             )
+            self._wrote()
             if not applied:
                 log.info(
                     "topic writes of %s/%s superseded by a newer registration or an unregister",
@@ -170,6 +196,7 @@ class RegistryService:
             fence_epoch=fence_epoch,
             reason=reason,
         )
+        self._wrote()
         if status == -2:
             log.info(
                 "%s of %s/%s fenced: epoch %s is no longer the live registration",
@@ -188,6 +215,7 @@ class RegistryService:
         parts = list(chunked(topics, self.settings().registerChunkTopics)) or [[]]
         for i, part in enumerate(parts):
             await self.store.clean_topics(broker_name, part, final=i == len(parts) - 1)
+        self._wrote()
 
     async def sweep(self) -> int:
         """The expiry sweep, plus any topic cleanup a crashed worker left unfinished."""
@@ -224,6 +252,7 @@ class RegistryService:
         total = 0
         for part in chunked(topics, self.settings().registerChunkTopics):
             total += await self.store.change_perm(script, broker_name, part)
+        self._wrote()
         return total
 
     # ---- 216, 217 ----
@@ -233,6 +262,7 @@ class RegistryService:
         for _ in range(5):
             result = await self.store.delete_topic(topic, cluster or None, names)
             if int(result[0]) != RETRY_KEYS:
+                self._wrote()
                 return int(result[1])
             names = sorted(set(names) | {str(n) for n in result[1:]})
         raise BadRequest(f"topic {topic!r} kept changing while being deleted; try again")
@@ -241,17 +271,25 @@ class RegistryService:
         check_name(topic, "topic")
         if not queue_datas:
             return 0
-        return await self.store.register_topic(
+        written = await self.store.register_topic(
             topic, [(q.brokerName, q.to_json(), q.topicSysFlag) for q in queue_datas]
         )
+        self._wrote()
+        return written
 
     # ---- 105, 106, 901 ----
-    async def route(self, topic: str) -> TopicRouteData | None:
+    async def read_route(self, topic: str) -> Lookup:
+        """The route straight from Redis, and until when (local monotonic time) it may be served:
+        the earliest deadline of the brokers it shows, measured on the Redis clock."""
         s = self.settings()
+        started = time.monotonic()
         snap = await self.store.route(topic, with_order=s.orderMessageEnable)
-        if snap is None:
-            return None
-        return routes.assemble(
+        valid_until = math.inf
+        if snap.valid_until_ms is not None:
+            valid_until = started + (snap.valid_until_ms - snap.now_ms) / 1000
+        if not snap.broker_datas:
+            return Lookup(None, valid_until)
+        data = routes.assemble(
             topic,
             snap.queue_datas,
             snap.broker_datas,
@@ -260,6 +298,18 @@ class RegistryService:
             snap.order_topic_conf,
             support_acting_master=s.supportActingMaster,
         )
+        return Lookup(data, valid_until)
+
+    async def route_entry(self, topic: str) -> CachedRoute | None:
+        """GET_ROUTEINFO_BY_TOPIC: the route with its encodings, from the worker's cache if any."""
+        if self.cache is not None:
+            return await self.cache.get(topic)
+        lookup = await self.read_route(topic)
+        return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
+
+    async def route(self, topic: str) -> TopicRouteData | None:
+        entry = await self.route_entry(topic)
+        return entry.data if entry is not None else None
 
     async def cluster_info(self) -> ClusterInfo:
         brokers, clusters = await self.store.brokers()
@@ -329,12 +379,15 @@ class RegistryService:
         check_name(namespace, "namespace")
         check_name(key, "key")
         await self.store.kv_put(namespace, key, value)
+        self._wrote()
 
     async def kv_get(self, namespace: str, key: str) -> str | None:
         return await self.store.kv_get(namespace, key)
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
-        return await self.store.kv_delete(namespace, key)
+        deleted = await self.store.kv_delete(namespace, key)
+        self._wrote()
+        return deleted
 
     async def kv_list(self, namespace: str) -> dict[str, str] | None:
         return await self.store.kv_list(namespace)

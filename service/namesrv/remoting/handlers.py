@@ -25,7 +25,6 @@ from namesrv.domain.codes import (
 )
 from namesrv.domain.errors import BadRequest, NamesrvError, NotReady, PermissionDenied
 from namesrv.domain.model import DataVersion, QueueData, RegisterBrokerRequest
-from namesrv.domain.routes import filter_by_zone
 from namesrv.javaprops import PropertiesError, format_properties, parse_properties
 from namesrv.protocol import lenient_json
 from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps
@@ -237,7 +236,7 @@ async def get_route(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCom
         raise NotReady()
     ext = _ext(cmd)
     topic = get_str(ext, "topic")
-    route = await ctx.service.route(topic) if topic is not None else None
+    route = await ctx.service.route_entry(topic) if topic is not None else None
     if route is None:
         return reply(
             ctx,
@@ -248,9 +247,9 @@ async def get_route(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCom
     zone = get_str(ext, ZONE_NAME)
     if get_bool(ext, ZONE_MODE, False) and zone and zone.strip():
         # ZoneRouteRPCHook re-encodes with fastjson's default, whatever the client asked for.
-        return reply(ctx, cmd, body=filter_by_zone(route, zone).to_json(Dialect.DEFAULT).encode())
+        return reply(ctx, cmd, body=route.zone_encoded(zone))
     standard = cmd.version >= Version.V4_9_4 or get_bool(ext, "acceptStandardJsonOnly", False)
-    return reply(ctx, cmd, body=route.to_json(Dialect.STANDARD if standard else Dialect.DEFAULT).encode())
+    return reply(ctx, cmd, body=route.encoded(Dialect.STANDARD if standard else Dialect.DEFAULT))
 
 
 async def get_cluster_info(

@@ -51,6 +51,8 @@ class RouteSnapshot:
     filters: dict[str, str]
     mappings: dict[str, str]
     order_topic_conf: str | None
+    now_ms: int  # the Redis clock when the snapshot was read
+    valid_until_ms: int | None  # earliest deadline of the brokers shown (None: none has one)
 
 
 class RegistryStore:
@@ -347,18 +349,19 @@ class RegistryStore:
         return int(r[0])
 
     # ---- reads ----
-    async def route(self, topic: str, with_order: bool) -> RouteSnapshot | None:
+    async def route(self, topic: str, with_order: bool) -> RouteSnapshot:
+        """One snapshot; empty lists (found=False) mean TOPIC_NOT_EXIST."""
         k = self.k
         keys = [k.topic(topic), k.brokers, k.deadlines, k.filters, k.mapping(topic), k.kv(ORDER_TOPIC_CONFIG)]
         r = await self._call("getRouteInfo", keys, [topic, "1" if with_order else "0"])
-        if not int(r[0]):
-            return None
         return RouteSnapshot(
-            queue_datas=list(r[1]),
-            broker_datas=list(r[2]),
+            queue_datas=list(r[1]) if int(r[0]) else [],
+            broker_datas=list(r[2]) if int(r[0]) else [],
             filters=_pairs(r[3]),
             mappings=_pairs(r[4]),
             order_topic_conf=r[5] or None,
+            now_ms=int(r[6]),
+            valid_until_ms=int(r[7]) if r[7] else None,
         )
 
     async def brokers(self, names: Sequence[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:

@@ -1,0 +1,242 @@
+"""The route cache's rules (staleness gate, deadlines, invalidation, races), on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import orjson
+import pytest
+
+from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
+from namesrv.protocol.fastjson import Dialect
+from namesrv.registry.route_cache import Lookup, RouteCache
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def route(*brokers: str) -> TopicRouteData:
+    return TopicRouteData(
+        queueDatas=tuple(QueueData(b, 6, 8, 0, 8) for b in brokers),
+        brokerDatas=tuple(BrokerData("C", b, {0: f"10.0.0.{i}:10911"}) for i, b in enumerate(brokers)),
+    )
+
+
+class Registry:
+    """What the fill reads: a dict of routes, with a count of reads and an optional pause."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.routes: dict[str, TopicRouteData] = {}
+        self.valid_for = math.inf
+        self.reads = 0
+        self.clock = clock
+        self.gate: asyncio.Event | None = None
+
+    async def fill(self, topic: str) -> Lookup:
+        self.reads += 1
+        answer = self.routes.get(topic)
+        if self.gate is not None:
+            await self.gate.wait()
+        return Lookup(answer, self.clock() + self.valid_for)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def registry(clock: Clock) -> Registry:
+    return Registry(clock)
+
+
+@pytest.fixture
+def cache(registry: Registry, clock: Clock) -> RouteCache:
+    c = RouteCache(registry.fill, staleness_s=0.1, negative_s=1.0, max_entries=3, clock=clock)
+    c.feed_read_issued_at = clock.now
+    return c
+
+
+async def test_a_hit_reads_nothing(cache: RouteCache, registry: Registry) -> None:
+    registry.routes["T"] = route("a")
+    first = await cache.get("T")
+    second = await cache.get("T")
+    assert registry.reads == 1 and first is second
+    assert first is not None and first.encoded(Dialect.STANDARD) is first.encoded(Dialect.STANDARD)
+    assert orjson.loads(first.encoded(Dialect.STANDARD))["brokerDatas"][0]["brokerAddrs"] == {
+        "0": "10.0.0.0:10911"
+    }
+    assert first.encoded(Dialect.DEFAULT).startswith(b'{"brokerDatas":[{"brokerAddrs":{0:')
+
+
+async def test_a_lagging_feed_sends_every_lookup_to_redis(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.101  # the last completed feed read was issued more than 100 ms ago
+    await cache.get("T")
+    await cache.get("T")
+    assert registry.reads == 3 and cache.stats()["bypasses"] == 2
+    cache.feed_read_issued_at = clock.now
+    await cache.get("T")
+    assert registry.reads == 3  # fresh again: the entry (never invalidated) is served
+
+
+async def test_an_entry_dies_at_the_earliest_broker_deadline(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    registry.valid_for = 2.0
+    await cache.get("T")
+    clock.now += 1.99
+    cache.feed_read_issued_at = clock.now
+    await cache.get("T")
+    assert registry.reads == 1
+    clock.now += 0.02
+    cache.feed_read_issued_at = clock.now
+    await cache.get("T")
+    assert registry.reads == 2
+
+
+async def test_unknown_topics_are_remembered_briefly_and_forgotten_when_they_appear(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    assert await cache.get("New") is None
+    assert await cache.get("New") is None
+    assert registry.reads == 1
+    registry.routes["New"] = route("a")
+    cache.on_event(
+        "registerQueues", {"brokerName": "a", "upserted": '[["New",{"brokerName":"a"}]]', "removed": "[]"}
+    )
+    assert await cache.get("New") is not None and registry.reads == 2
+    assert await cache.get("Gone") is None
+    clock.now += 1.01
+    cache.feed_read_issued_at = clock.now
+    assert await cache.get("Gone") is None and registry.reads == 4
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields", "dropped"),
+    [
+        ("registerQueues", {"upserted": '[["T1",{}]]', "removed": '["T2"]'}, {"T1", "T2"}),
+        ("wipePerm", {"brokerName": "a", "upserted": '[["T1",{}]]'}, {"T1"}),
+        ("addPerm", {"brokerName": "a", "upserted": "[]"}, set()),
+        ("topicRegister", {"topic": "T3", "upserted": '[["T3",{}]]'}, {"T3"}),
+        ("topicDelete", {"topic": "T2", "cluster": "", "brokerNames": '["b"]'}, {"T2"}),
+        ("unregister", {"brokerName": "b", "removed": "0"}, {"T2", "T3"}),
+        ("expire", {"brokerName": "a", "removed": "1"}, {"T1", "T3"}),
+        ("close", {"brokerName": "c"}, set()),
+        ("cleanQueues", {"brokerName": "b", "removed": '["T2"]', "upserted": "[]"}, {"T2", "T3"}),
+        ("register", {"brokerName": "a", "routeChanged": "1"}, {"T1", "T2", "T3"}),
+        ("register", {"brokerName": "a", "routeChanged": "0"}, set()),
+        ("heartbeat", {"brokerName": "b", "revived": "1"}, {"T1", "T2", "T3"}),
+        ("heartbeat", {"brokerName": "b", "revived": "0"}, set()),
+        ("kvPut", {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "a:4"}, {"T1"}),
+        ("kvDelete", {"namespace": "OTHER", "key": "T1"}, set()),
+        ("config", {"changes": "{}"}, {"T1", "T2", "T3"}),
+    ],
+)
+async def test_events_drop_exactly_the_routes_they_change(
+    cache: RouteCache, registry: Registry, kind: str, fields: dict[str, str], dropped: set[str]
+) -> None:
+    registry.routes.update({"T1": route("a"), "T2": route("b"), "T3": route("a", "b")})
+    for topic in ("T1", "T2", "T3"):
+        await cache.get(topic)
+    cache.on_event(kind, fields)
+    reads = registry.reads
+    for topic in ("T1", "T2", "T3"):
+        await cache.get(topic)
+    assert registry.reads - reads == len(dropped)
+
+
+async def test_a_fill_overtaken_by_an_invalidation_is_not_kept(cache: RouteCache, registry: Registry) -> None:
+    registry.routes["T"] = route("a")
+    registry.gate = asyncio.Event()
+    pending = asyncio.create_task(cache.get("T"))
+    await asyncio.sleep(0)
+    cache.on_event("unregister", {"brokerName": "a"})  # lands while the read is in flight
+    registry.gate.set()
+    assert await pending is not None  # the caller gets what it read ...
+    await cache.get("T")
+    assert registry.reads == 2  # ... but it was not kept
+
+
+async def test_concurrent_misses_share_one_read(cache: RouteCache, registry: Registry) -> None:
+    registry.routes["T"] = route("a")
+    registry.gate = asyncio.Event()
+    waiters = [asyncio.create_task(cache.get("T")) for _ in range(50)]
+    await asyncio.sleep(0)
+    registry.gate.set()
+    results = await asyncio.gather(*waiters)
+    assert registry.reads == 1 and len({id(r) for r in results}) == 1
+
+
+async def test_least_recently_used_routes_go_first(cache: RouteCache, registry: Registry) -> None:
+    for t in ("A", "B", "C", "D"):
+        registry.routes[t] = route("a")
+    for t in ("A", "B", "C"):
+        await cache.get(t)
+    await cache.get("A")  # A is now the most recent
+    await cache.get("D")  # evicts B
+    reads = registry.reads
+    await cache.get("A")
+    await cache.get("C")
+    assert registry.reads == reads
+    await cache.get("B")
+    assert registry.reads == reads + 1
+
+
+async def test_a_settings_change_starts_over(registry: Registry, clock: Clock) -> None:
+    view = [False]
+    cache = RouteCache(
+        registry.fill, staleness_s=0.1, negative_s=1.0, max_entries=10, clock=clock, view=lambda: view[0]
+    )
+    cache.feed_read_issued_at = clock.now
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    view[0] = True  # e.g. orderMessageEnable turned on fleet-wide
+    await cache.get("T")
+    assert registry.reads == 2
+
+
+async def test_zone_views_are_encoded_once_per_zone(cache: RouteCache, registry: Registry) -> None:
+    registry.routes["T"] = TopicRouteData(
+        queueDatas=(QueueData("a", 6, 8, 0, 8), QueueData("b", 6, 8, 0, 8)),
+        brokerDatas=(
+            BrokerData("C", "a", {0: "1.1.1.1:1"}, zoneName="z1"),
+            BrokerData("C", "b", {0: "2.2.2.2:1"}, zoneName="z2"),
+        ),
+    )
+    entry = await cache.get("T")
+    assert entry is not None
+    body = entry.zone_encoded("Z1")
+    assert body is entry.zone_encoded("z1")
+    assert body == (
+        b'{"brokerDatas":[{"brokerAddrs":{0:"1.1.1.1:1"},"brokerName":"a","cluster":"C",'
+        b'"enableActingMaster":false,"zoneName":"z1"}],"filterServerTable":{},"queueDatas":'
+        b'[{"brokerName":"a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}'
+    )
+
+
+async def test_own_writes_are_read_back_before_the_feed_catches_up(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.01
+    cache.note_local_write()  # this worker just changed the registry
+    registry.routes["T"] = route("a", "b")
+    entry = await cache.get("T")
+    assert entry is not None and [b.brokerName for b in entry.data.brokerDatas] == ["a", "b"]
+    assert cache.stats()["bypasses"] == 1
+    cache.feed_read_issued_at = clock.now  # the feed has read past the write
+    cache.on_event("registerQueues", {"upserted": '[["T",{}]]', "removed": "[]"})
+    await cache.get("T")
+    assert cache.stats()["bypasses"] == 1 and registry.reads == 3
