@@ -27,7 +27,7 @@ from namesrv.remoting.handlers import HandlerContext
 from namesrv.remoting.server import RemotingServer
 from namesrv.store.embedded import EmbeddedRedis
 from namesrv.store.keyspace import Keyspace
-from namesrv.store.redis_client import connect
+from namesrv.store.redis_client import close_client, connect
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.scripts import ScriptRegistry
 from namesrv.worker import WorkerState
@@ -50,7 +50,7 @@ async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            await app[REDIS].aclose()
+            await close_client(app[REDIS])
     finally:
         if embedded:
             await embedded.stop()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, cast
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from redis.asyncio import Redis
-from redis.exceptions import BusyLoadingError, ConnectionError, TimeoutError
+from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.sentinel import Sentinel
+from redis.exceptions import BusyLoadingError, ConnectionError, ReadOnlyError, TimeoutError
 from tenacity import (
     AsyncRetrying,
     before_sleep_log,
@@ -23,13 +26,89 @@ from namesrv.domain.errors import StoreUnavailable
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 MIN_REDIS = (6, 2)
-TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError)
+# ReadOnlyError: a write reached a master that failover just demoted; the retry finds the new one.
+TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError, ReadOnlyError)
+
+
+CLIENT_OPTIONS: dict[str, Any] = {
+    "decode_responses": True,
+    "socket_timeout": 10.0,
+    "socket_connect_timeout": 5.0,
+}
 
 
 def make_client(url: str) -> Redis:
-    return Redis.from_url(
-        url, decode_responses=True, socket_timeout=10.0, socket_connect_timeout=5.0, health_check_interval=30
+    """A client for ``redis://``/``rediss://``/``unix://`` URLs, Redis Sentinel
+    (``redis+sentinel://[user:password@]host:port[,host:port...]/<master-name>[/<db>]``, optional
+    ``?sentinel_password=...``) or Redis Cluster (``redis+cluster://[user:password@]host:port[,...]``).
+    The registry is one hash slot, so a Cluster serves it from one shard (with its replicas)."""
+    parts = urlsplit(url)
+    if parts.scheme in ("redis+sentinel", "rediss+sentinel"):
+        return _sentinel_client(parts, tls=parts.scheme.startswith("rediss"))
+    if parts.scheme in ("redis+cluster", "rediss+cluster"):
+        return _cluster_client(parts, tls=parts.scheme.startswith("rediss"))
+    return Redis.from_url(url, health_check_interval=30, **CLIENT_OPTIONS)
+
+
+def _hosts(netloc: str) -> tuple[str | None, str | None, list[tuple[str, int]]]:
+    creds, _, hosts = netloc.rpartition("@")
+    username, _, password = creds.partition(":")
+    nodes = []
+    for item in hosts.split(","):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"redisUrl: {item!r} is not host:port")
+        nodes.append((host.strip("[]"), int(port)))
+    return unquote(username) or None, unquote(password) or None, nodes
+
+
+def _sentinel_client(parts: SplitResult, *, tls: bool) -> Redis:
+    username, password, nodes = _hosts(parts.netloc)
+    path = [p for p in parts.path.split("/") if p]
+    if not path:
+        raise ValueError(
+            "redisUrl: a Sentinel URL needs the master name: redis+sentinel://host:port/<master>"
+        )
+    sentinel_password = parse_qs(parts.query).get("sentinel_password", [None])[0]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        nodes,
+        sentinel_kwargs={"password": sentinel_password, "socket_timeout": 5.0},
+        ssl=tls,
+        **CLIENT_OPTIONS,
     )
+    db = int(path[1]) if len(path) > 1 else 0
+    master = sentinel.master_for(path[0], redis_class=Redis, db=db, username=username, password=password)
+    _SENTINELS[id(master)] = sentinel
+    return cast(Redis, master)
+
+
+def _cluster_client(parts: SplitResult, *, tls: bool) -> Redis:
+    username, password, nodes = _hosts(parts.netloc)
+    client = RedisCluster(
+        startup_nodes=[ClusterNode(h, p) for h, p in nodes],
+        username=username,
+        password=password,
+        ssl=tls,
+        **CLIENT_OPTIONS,
+    )
+    # Not a Redis subclass, but it answers every command the registry uses (one hash slot).
+    return cast(Redis, client)
+
+
+def is_cluster(client: object) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+# Closing a Sentinel-managed client does not close its connections to the Sentinels themselves.
+_SENTINELS: dict[int, Sentinel] = {}
+
+
+async def close_client(client: Redis) -> None:
+    await client.aclose()
+    sentinel = _SENTINELS.pop(id(client), None)
+    if sentinel is not None:
+        for node in sentinel.sentinels:
+            await node.aclose()
 
 
 async def connect(url: str, *, max_wait: float = 60.0) -> Redis:
@@ -49,6 +128,8 @@ async def connect(url: str, *, max_wait: float = 60.0) -> Redis:
     except Exception:
         await client.aclose()
         raise
+    if "redis_version" not in info:  # a Cluster answers per node
+        info = next(iter(info.values()))
     version = tuple(int(p) for p in str(info["redis_version"]).split(".")[:2])
     if version < MIN_REDIS:
         await client.aclose()

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from namesrv.domain.codes import ORDER_TOPIC_CONFIG
 from namesrv.store.keyspace import Keyspace, live_member
-from namesrv.store.redis_client import with_retry
+from namesrv.store.redis_client import is_cluster, with_retry
 from namesrv.store.scripts import ScriptRegistry
 
 SCHEMA_VERSION = 1
@@ -181,35 +181,44 @@ class RegistryStore:
         member = live_member(cluster, addr)
         pieces = list(chunks) or [[]]
 
+        def build(i: int, chunk: Sequence[TopicWrite]) -> tuple[list[str], list[Any]]:
+            final = i == len(pieces) - 1
+            rm = list(removals) if final else []
+            mp = dict(mappings) if final else {}
+            keys = (
+                fixed
+                + [k.topic(w.topic) for w in chunk]
+                + [k.topic(t) for t in rm]
+                + [k.mapping(t) for t in mp]
+            )
+            args: list[Any] = [
+                member,
+                broker_name,
+                token,
+                "1" if final else "0",
+                len(chunk),
+                len(rm),
+                len(mp),
+                self.max_len,
+                i,
+            ]
+            for w in chunk:
+                args += [w.topic, w.queue_data_json, w.sys_flag]
+            args += rm
+            for t, info in mp.items():
+                args += [t, info]
+            return keys, args
+
         async def run() -> list[Any]:
+            if is_cluster(self.redis):
+                # Redis Cluster refuses scripts in pipelines: one round trip per chunk.
+                return [
+                    await self.scripts.call("registerBrokerTopics", *build(i, c))
+                    for i, c in enumerate(pieces)
+                ]
             pipe = self.redis.pipeline(transaction=False)
             for i, chunk in enumerate(pieces):
-                final = i == len(pieces) - 1
-                rm = list(removals) if final else []
-                mp = dict(mappings) if final else {}
-                keys = (
-                    fixed
-                    + [k.topic(w.topic) for w in chunk]
-                    + [k.topic(t) for t in rm]
-                    + [k.mapping(t) for t in mp]
-                )
-                args: list[Any] = [
-                    member,
-                    broker_name,
-                    token,
-                    "1" if final else "0",
-                    len(chunk),
-                    len(rm),
-                    len(mp),
-                    self.max_len,
-                    i,
-                ]
-                for w in chunk:
-                    args += [w.topic, w.queue_data_json, w.sys_flag]
-                args += rm
-                for t, info in mp.items():
-                    args += [t, info]
-                await self.scripts.call_in(pipe, "registerBrokerTopics", keys, args)
+                await self.scripts.call_in(pipe, "registerBrokerTopics", *build(i, chunk))
             result: list[Any] = await pipe.execute()
             return result
 

@@ -1,0 +1,156 @@
+"""The fleet on Redis Sentinel (including a failover) and on Redis Cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from namesrv.config import Settings
+from namesrv.keys import REMOTING
+from namesrv.sim.broker import SimBroker, topic_configs
+from namesrv.sim.client import RemotingClient
+from namesrv.store.redis_client import close_client as close_redis
+from namesrv.store.redis_client import is_cluster, make_client
+from tests.conftest import close_client, start_client
+from tests.redis_topologies import cluster_setup, sentinel_setup
+
+
+@pytest.fixture(scope="module")
+def sentinel() -> Iterator[tuple[str, int, int, int]]:
+    with sentinel_setup() as setup:
+        yield setup
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    with cluster_setup() as url:
+        yield url
+
+
+def topology_settings(url: str) -> Settings:
+    return Settings(
+        redisUrl=url,
+        namespace=f"t-{uuid.uuid4().hex[:8]}",
+        httpPort=0,
+        remotingPort=0,
+        listenHost="127.0.0.1",
+        scanNotActiveBrokerInterval=200,
+        registerChunkTopics=40,
+        allowRemoteConfigUpdate=True,
+    )
+
+
+async def exercise(settings: Settings) -> None:
+    """Registration in chunks, cached route lookups, KV, fleet-wide config, expiry and unregister,
+    over remoting, with two workers on the same Redis."""
+    a, b = await start_client(settings), await start_client(dataclasses.replace(settings))
+    try:
+        addr_a, addr_b = (f"127.0.0.1:{app.app[REMOTING].port}" for app in (a, b))
+        conn = await RemotingClient.connect(addr_a)
+        broker = SimBroker(
+            conn,
+            "DefaultCluster",
+            "broker-a",
+            "127.0.0.1:10911",
+            topics=topic_configs([f"T{i:03d}" for i in range(150)]),
+        )
+        await broker.register()
+        short = SimBroker(
+            conn,
+            "DefaultCluster",
+            "broker-s",
+            "127.0.0.1:20911",
+            timeout_ms=1000,
+            topics=topic_configs(["Short1", "Short2"]),
+        )
+        await short.register()
+        async with await RemotingClient.connect(addr_b) as reader:
+            for topic in ("T000", "T149", "Short1"):
+                assert (await reader.invoke(105, {"topic": topic})).code == 0
+            assert (await reader.invoke(100, {"namespace": "NS", "key": "k", "value": "v"})).code == 0
+            assert (await reader.invoke(219, {"namespace": "NS"})).body == b'{"table":{"k":"v"}}'
+            assert (await reader.invoke(318, body=b"enableTopicList=false\n")).code == 0
+            for _ in range(40):  # worker A learns of it from the change log
+                if (await conn.invoke(311)).remark == "disable":
+                    break
+                await asyncio.sleep(0.05)
+            assert (await conn.invoke(311)).remark == "disable"
+            await asyncio.sleep(1.5)  # broker-s misses its 1 s deadline; a sweep removes it
+            assert (await reader.invoke(105, {"topic": "Short1"})).code == 17
+            await broker.unregister()
+            assert (await reader.invoke(105, {"topic": "T000"})).code == 17
+        await conn.aclose()
+    finally:
+        await close_client(a)
+        await close_client(b)
+
+
+async def test_fleet_on_sentinel(sentinel: tuple[str, int, int, int]) -> None:
+    url = sentinel[0]
+    client = make_client(url)
+    assert not is_cluster(client)
+    await close_redis(client)
+    await exercise(topology_settings(url))
+
+
+async def test_fleet_on_cluster(cluster: str) -> None:
+    client = make_client(cluster)
+    assert is_cluster(client)
+    await client.aclose()
+    await exercise(topology_settings(cluster))
+
+
+async def test_sentinel_failover_keeps_the_registry_writable(sentinel: tuple[str, int, int, int]) -> None:
+    url, master, replica, sentinel_port = sentinel
+    settings = topology_settings(url)
+    app = await start_client(settings)
+    try:
+        addr = f"127.0.0.1:{app.app[REMOTING].port}"
+        async with await RemotingClient.connect(addr) as conn:
+            first = SimBroker(
+                conn,
+                "DefaultCluster",
+                "broker-a",
+                "127.0.0.1:10911",
+                topics=topic_configs(["Before1", "Before2"]),
+            )
+            await first.register()
+            await asyncio.sleep(0.3)  # let the replica receive it
+            s = redis.Redis(port=sentinel_port)
+            s.execute_command("SENTINEL", "FAILOVER", "mymaster")
+            for _ in range(100):
+                if int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")[1]) == replica:
+                    break
+                await asyncio.sleep(0.1)
+            s.close()
+            second = SimBroker(
+                conn,
+                "DefaultCluster",
+                "broker-b",
+                "127.0.0.2:10911",
+                topics=topic_configs(["After1", "After2"]),
+            )
+            reply: Any = None
+            for _ in range(50):  # the new master may need a moment to accept writes
+                reply = await second.register(check=False)
+                if reply.code == 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert reply is not None and reply.code == 0, reply
+            assert (await conn.invoke(105, {"topic": "Before1"})).code == 0
+            assert (await conn.invoke(105, {"topic": "After1"})).code == 0
+    finally:
+        await close_client(app)
+
+
+def test_bad_topology_urls_are_clear() -> None:
+    with pytest.raises(ValueError, match="needs the master name"):
+        make_client("redis+sentinel://127.0.0.1:26379")
+    with pytest.raises(ValueError, match="is not host:port"):
+        make_client("redis+cluster://127.0.0.1")

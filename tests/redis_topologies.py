@@ -1,0 +1,145 @@
+"""Redis Sentinel and Redis Cluster set-ups for the tests, from the installed redis-server."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+
+from tests.redis_server import _binary, _free_port
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([_binary(), *args], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait(check: object, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except redis.RedisError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not come up")
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def sentinel_setup() -> Iterator[tuple[str, int, int, int]]:
+    """A master, a replica and one Sentinel: yields (url, master port, replica port, sentinel port)."""
+    with tempfile.TemporaryDirectory(prefix="namesrv-sentinel-") as tmp:
+        root = Path(tmp)
+        master, replica, sentinel = _free_port(), _free_port(), _free_port()
+        common = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        procs = [
+            _start(["--port", str(master), *common], root),
+            _start(["--port", str(replica), "--replicaof", "127.0.0.1", str(master), *common], root),
+        ]
+        conf = root / "sentinel.conf"
+        conf.write_text(
+            f"port {sentinel}\nbind 127.0.0.1\ndir {root}\n"
+            f"sentinel monitor mymaster 127.0.0.1 {master} 1\n"
+            "sentinel down-after-milliseconds mymaster 2000\nsentinel failover-timeout mymaster 5000\n"
+        )
+        procs.append(_start([str(conf), "--sentinel"], root))
+        try:
+            r = redis.Redis(port=replica)
+            _wait(lambda: r.info("replication")["master_link_status"] == "up", "replica")
+            s = redis.Redis(port=sentinel)
+            _wait(lambda: s.execute_command("SENTINEL", "REPLICAS", "mymaster"), "sentinel")
+            r.close()
+            s.close()
+            yield f"redis+sentinel://127.0.0.1:{sentinel}/mymaster/0", master, replica, sentinel
+        finally:
+            _stop(procs)
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster-bus port (port + 10000) is free and valid too."""
+    for _ in range(200):
+        port = random.randint(20000, 55000)
+        with contextlib.ExitStack() as stack:
+            try:
+                for candidate in (port, port + 10000):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", candidate))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+@contextlib.contextmanager
+def cluster_setup(nodes: int = 3) -> Iterator[str]:
+    """A Redis Cluster of ``nodes`` masters: yields its redis+cluster:// URL."""
+    with tempfile.TemporaryDirectory(prefix="namesrv-cluster-") as tmp:
+        root = Path(tmp)
+        ports = [_cluster_port() for _ in range(nodes)]
+        procs = []
+        for port in ports:
+            (root / str(port)).mkdir()
+            procs.append(
+                _start(
+                    [
+                        "--port",
+                        str(port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                    ],
+                    root / str(port),
+                )
+            )
+        try:
+            for port in ports:
+                r = redis.Redis(port=port)
+                _wait(r.ping, f"cluster node {port}")
+                r.close()
+            cli = shutil.which("redis-cli")
+            if cli is None:
+                raise RuntimeError("redis-cli is needed to create a cluster")
+            subprocess.run(
+                [
+                    cli,
+                    "--cluster",
+                    "create",
+                    *(f"127.0.0.1:{p}" for p in ports),
+                    "--cluster-replicas",
+                    "0",
+                    "--cluster-yes",
+                ],
+                check=True,
+                capture_output=True,
+            )
+            r = redis.Redis(port=ports[0])
+            _wait(lambda: r.cluster("info")["cluster_state"] == "ok", "cluster")
+            r.close()
+            yield "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+        finally:
+            _stop(procs)
