@@ -89,6 +89,8 @@ class LoadResult:
     cpu: float = 0.0
     window: float = 0.0
     connections: int = 0
+    disconnects: int = 0  # connections the server closed while the job ran
+    unanswered: int = 0  # requests in flight on them
     failure: str | None = None
 
 
@@ -116,6 +118,7 @@ class LoadSummary:
     skipped: int
     loadgen_procs: int
     loadgen_connections: int
+    disconnects: int
     in_flight: int | None
     loadgen_cores: float  # CPU seconds of all load processes / window
     loadgen_core_max: float  # the busiest load process, 1.0 = it used a whole core
@@ -132,11 +135,14 @@ def summarize(job: LoadJob, results: Sequence[LoadResult]) -> LoadSummary:
     latencies = sorted(x for r in ok for x in r.latencies)
     intended = sorted(x for r in ok for x in r.intended)
     completed = sum(r.completed for r in ok)
-    errors = sum(r.errors for r in ok)
+    unanswered = sum(r.unanswered for r in ok)
+    errors = sum(r.errors for r in ok) + unanswered
     codes: dict[str, int] = {}
     for r in ok:
         for code, count in r.error_codes.items():
             codes[str(code)] = codes.get(str(code), 0) + count
+    if unanswered:
+        codes["unanswered (connection closed by the server)"] = unanswered
     sent = sum(r.sent for r in ok)
     open_loop = job.rate > 0
     connections = sum(r.connections for r in ok)
@@ -145,7 +151,7 @@ def summarize(job: LoadJob, results: Sequence[LoadResult]) -> LoadSummary:
         protocol=job.protocol,
         mode="open" if open_loop else "closed",
         target_rate=job.rate,
-        rps=(completed - errors) / job.duration,
+        rps=(completed - errors + unanswered) / job.duration,
         replies_per_s=completed / job.duration,
         completed=completed,
         errors=errors,
@@ -161,6 +167,7 @@ def summarize(job: LoadJob, results: Sequence[LoadResult]) -> LoadSummary:
         skipped=sum(r.skipped for r in ok),
         loadgen_procs=len(results),
         loadgen_connections=connections,
+        disconnects=sum(r.disconnects for r in ok),
         in_flight=None if open_loop else connections * job.depth,
         loadgen_cores=sum(r.cpu for r in ok) / job.duration,
         loadgen_core_max=max((r.cpu / job.duration for r in ok), default=0.0),
@@ -247,6 +254,9 @@ class _Conn(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.load.sending:  # the server closed it: what was in flight will never be answered
+            self.load.result.disconnects += 1
+            self.load.result.unanswered += self.in_flight()
         if not self.lost.done():
             self.lost.set_result(exc)
 

@@ -90,6 +90,8 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         "scenario": scenario.__dict__,
         **summary.as_dict(),
         "cores": cores,
+        # CPU the servers under test spent per successful lookup: comparable with the ceiling's
+        "server_us_per_request": cores.get("server", 0.0) * 1e6 / summary.rps if summary.rps else None,
         "redis_calls_per_request": redis_calls / done,
         "redis_lua_calls_per_request": lua_calls / done,
         "redis_us_per_request": redis_us / done,

@@ -49,6 +49,7 @@ def ceiling_ratio(rows: Sequence[dict[str, Any]], row: dict[str, Any]) -> float 
 
 NOISY_CORES = 0.25  # other processes used more than this during a window: say so next to it
 LOAD_BOUND = 0.85  # a load process this busy may itself be the bottleneck
+SETTLE_LIMIT = 29.0  # bench.procs.settle gave up waiting for the servers to go idle
 
 
 def _errors_note(row: dict[str, Any]) -> str:
@@ -58,6 +59,8 @@ def _errors_note(row: dict[str, Any]) -> str:
     other = row["cores"].get("other", 0.0)
     if other > NOISY_CORES:
         notes.append(f"other processes used {other:.2f} cores")
+    if row.get("settle_seconds", 0.0) >= SETTLE_LIMIT:
+        notes.append("the servers were still busy with the previous phase's backlog")
     if row["loadgen_core_max"] > LOAD_BOUND:
         notes.append(f"a load process was {row['loadgen_core_max']:.0%} busy: the generator may be the limit")
     return "; ".join(notes)
@@ -305,6 +308,7 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
                     f"{c.get('load', 0):.2f}",
                     f"{row['loadgen_core_max']:.2f}",
                     f"{c.get('server', 0):.2f}",
+                    _num(row.get("server_us_per_request"), ".0f"),
                     f"{c.get('redis', 0):.2f}",
                     f"{c.get('other', 0):.2f}",
                     _num(row["redis_lua_calls_per_request"], ".2f") if s["server"] == "fleet" else "-",
@@ -325,26 +329,28 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
                 "cpu:load",
                 "busiest",
                 "server",
+                "µs/req",
                 "redis",
                 "other",
                 "lua/req",
                 "redis µs/req",
             ],
             table_rows,
-            right=set(range(4, 16)),
+            right=set(range(4, 17)),
         )
         out.append(
             "  cpu: cores used in the window (1.00 = one core) by the load processes (all; 'busiest' = the "
             "busiest one),"
         )
         out.append(
-            "  the servers under test, Redis, and other processes; lua/req and µs/req from Redis INFO "
-            "commandstats"
+            "  the servers under test (µs/req: their CPU per successful lookup), Redis, and other processes; "
+            "lua/req and redis µs/req from Redis INFO commandstats"
         )
         slow = [(r["scenario"], r["lua_over_1ms"]["*"]) for r in rows if r["lua_over_1ms"].get("*")]
         for s, lua in slow:
+            servers = _workers(s["size"]) if s["server"] == "fleet" else f"{s['size']}× ceiling (background)"
             out.append(
-                f"  ! {s['protocol']} {s['server']} {s['size']} {s['pattern']} {s['load']}: "
+                f"  ! {s['protocol']}, {servers}, {s['pattern']}, {s['load']}: "
                 f"{lua['calls']:.0f} Lua calls ≥ 1 ms, longest {lua['max_us'] / 1000:.2f} ms "
                 f"({lua['longest_script']})"
             )
