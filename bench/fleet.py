@@ -166,6 +166,17 @@ class Bench:
             "bench": [os.getpid()],
         }
 
+    def roles(self) -> dict[str, list[int]]:
+        """Every process of the bench by role, for a :class:`procs.CpuMeter`."""
+        pids = self.pids()
+        return {
+            "load": pids["load"],
+            "workers": pids["workers"],
+            "ceilings": pids["ceilings"],
+            "redis": pids["redis"],
+            "bench": pids["bench"],
+        }
+
     # ---- shutdown ----
     async def close(self) -> None:
         if self._keepalive_task is not None:

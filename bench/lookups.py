@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.fleet import Bench
 from bench.loadgen import LoadJob, Protocol
-from bench.procs import CpuMeter, settle
+from bench.procs import CpuMeter, settle, with_other
 from bench.redisstats import LUA_COMMANDS, commandstats, lua_summary, reset_stats
 
 SLOW_LUA_US = 1000  # during lookups only calls of 1 ms or more are logged (the steady-state target)
@@ -79,8 +79,7 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     settled = await settle(pids["workers"] + pids["ceilings"])
     summary = await b.load_pool().run(job, on_window_start=window_start, on_window_end=window_end)
     lua = lua_summary(await slowlog.collect())
-    ours = sum(cores.get(r, 0.0) for r in roles)
-    cores["other"] = max(0.0, cores.get("machine", 0.0) - ours)
+    cores = with_other(cores)
     # our own INFO/CONFIG/SLOWLOG calls are a handful per window: negligible next to the load
     redis_calls = sum(v["calls"] for v in redis_stats.values())
     redis_us = sum(v["usec"] for v in redis_stats.values())

@@ -114,6 +114,12 @@ async def settle(pids: list[int], *, idle_cores: float = 0.05, limit: float = 30
     return time.perf_counter() - started
 
 
+def with_other(cores: dict[str, float]) -> dict[str, float]:
+    """Add 'other': the machine's busy cores that none of the measured roles used."""
+    ours = sum(v for k, v in cores.items() if k not in ("machine", "machine_idle", "other"))
+    return {**cores, "other": max(0.0, cores.get("machine", 0.0) - ours)}
+
+
 # ---- processes --------------------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from bench.fleet import LONG_TIMEOUT_MS, Bench
+from bench.procs import CpuMeter, with_other
 from bench.stats import median
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
@@ -72,6 +73,8 @@ async def run_registration(b: Bench, progress: Any) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     await b.log().start(0, max_len=100_000)
     created: list[SimBroker] = []
+    meter = CpuMeter(b.roles())
+    meter.start()
     try:
         for s, size in enumerate(cfg.reg_sizes):
             configs = topic_configs([f"reg{size}-{i:05d}" for i in range(size)])
@@ -108,6 +111,9 @@ async def run_registration(b: Bench, progress: Any) -> list[dict[str, Any]]:
                 bumped.append(await _timed(b, first, body))
             rows.append(_summary("bumped", size, len(body), bumped))
             progress(_line(rows[-1]))
+        cores = with_other(meter.stop())
+        for row in rows:
+            row["phase_cores"] = cores
     finally:
         await b.log().stop()
         for broker in created:  # leave the registry as it was for the phases after this one

@@ -161,6 +161,9 @@ def evaluate(result: dict[str, Any]) -> list[Target]:
                 if slow
                 else ""
             )
+            other = steady.get("cores", {}).get("other", 0.0)
+            if other > NOISY_CORES:
+                note += ("; " if note else "") + f"other processes used {other:.2f} cores"
             targets.append(
                 Target(
                     "longest Lua call, steady state (reads, heartbeats, unchanged)",
@@ -358,8 +361,10 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
 
     regs: list[dict[str, Any]] = result.get("registration", [])
     if regs:
+        other = regs[0].get("phase_cores", {}).get("other")
         out.append(
             "REGISTER_BROKER over remoting, one at a time (client latency; Lua per registration from SLOWLOG)"
+            + ("" if other is None else f"; other processes used {other:.2f} cores meanwhile")
         )
         out += _table(
             [
@@ -401,6 +406,15 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
             f"{counts['unchanged_small'] + counts['unchanged_big']:,} unchanged re-registrations; "
             "every call logged)"
         )
+        sc = steady.get("cores")
+        if sc:
+            noisy = sc.get("other", 0.0) > NOISY_CORES
+            out.append(
+                f"  cores used: workers {sc.get('workers', 0):.2f}, Redis {sc.get('redis', 0):.2f}, "
+                f"load {sc.get('load', 0):.2f}, bench {sc.get('bench', 0):.2f}, "
+                f"other processes {sc.get('other', 0):.2f}"
+                + ("  << Redis may be descheduled mid-call: maxima are pessimistic" if noisy else "")
+            )
         out += _table(
             ["script", "calls", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "≥ 1 ms"],
             [

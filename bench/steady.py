@@ -16,6 +16,7 @@ from typing import Any
 
 from bench.fleet import LONG_TIMEOUT_MS, Bench
 from bench.loadgen import LoadJob
+from bench.procs import CpuMeter, with_other
 from bench.redisstats import lua_summary
 from namesrv.sim.broker import SimBroker, topic_configs
 
@@ -82,14 +83,19 @@ async def run_steady(b: Bench) -> dict[str, Any]:
 
     driver: list[asyncio.Task[None]] = []
 
+    meter = CpuMeter(b.roles())
+    cores: dict[str, float] = {}
+
     async def window_start() -> None:
         await slowlog.start(0, max_len=1_000_000)
+        meter.start()
         driver.append(asyncio.create_task(brokers()))
 
     async def window_end() -> None:
         stop.set()
         for task in driver:
             await task
+        cores.update(meter.stop())
         await slowlog.stop()
 
     reads = await b.load_pool().run(job, on_window_start=window_start, on_window_end=window_end)
@@ -100,4 +106,5 @@ async def run_steady(b: Bench) -> dict[str, Any]:
         "counts": counts,
         "unchanged_big_ms": [x * 1000 for x in big_latencies],
         "lua": lua,
+        "cores": with_other(cores),
     }
