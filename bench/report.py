@@ -66,6 +66,11 @@ def _errors_note(row: dict[str, Any]) -> str:
     return "; ".join(notes)
 
 
+def _phase_noise(row: dict[str, Any]) -> str:
+    other = row.get("phase_cores", {}).get("other", 0.0)
+    return f"other processes used {other:.2f} cores" if other > NOISY_CORES else ""
+
+
 def _workers(n: int) -> str:
     return f"{n} worker{'s' if n != 1 else ''}"
 
@@ -136,7 +141,7 @@ def evaluate(result: dict[str, Any]) -> list[Target]:
                     f"{row['median_ms']:.1f} ms (max {row['max_ms']:.1f})",
                     f"≤ {limit:g} ms",
                     _verdict(row["median_ms"] <= limit),
-                    scale.strip(),
+                    "; ".join(n for n in (scale.strip(), _phase_noise(row)) if n),
                 )
             )
         new = next((r for r in regs if r["topics"] == size and r["kind"] == "new"), None)
