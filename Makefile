@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev
 
-.PHONY: help install run test lint format config clean  ## (targets)
+.PHONY: help install run test lint format config clean bench bench-smoke  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -28,13 +28,23 @@ test: install  ## Run the whole test suite (starts its own Redis servers)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install  ## ruff + mypy
-	$(BIN)/ruff check service tests
-	$(BIN)/ruff format --check service tests
+	$(BIN)/ruff check service tests bench
+	$(BIN)/ruff format --check service tests bench
 	$(BIN)/mypy
+	$(BIN)/mypy --strict bench
+
+# BENCH_ARGS passes flags through, e.g. make bench BENCH_ARGS="--duration 10 --wait-quiet 120"
+BENCH_ARGS ?=
+
+bench: install  ## Benchmark the fleet against its targets: one table (+ JSON in bench/results/), a few minutes
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+bench-smoke: install  ## The benchmark at tiny sizes (~40 s): checks the harness works, numbers mean nothing
+	$(BIN)/python -m bench --smoke $(BENCH_ARGS)
 
 format: install  ## Format the code with ruff
-	$(BIN)/ruff format service tests
-	$(BIN)/ruff check --fix service tests
+	$(BIN)/ruff format service tests bench
+	$(BIN)/ruff check --fix service tests bench
 
 config: install  ## Regenerate config/default.toml from the Settings dataclass
 	$(BIN)/python -c "from namesrv.config import render_default_toml as r; open('config/default.toml', 'w').write(r())"

@@ -1,0 +1,212 @@
+"""The system under test, set up once per run: Redis, the workers, the simulated brokers that hold
+the lookup topics, the bare ceiling servers and the load generator pool."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+from redis.asyncio import Redis
+
+from bench import procs
+from bench.config import BenchConfig
+from bench.loadgen import LoadPool
+from bench.redisstats import Slowlog, key_memory, memory, script_names
+from namesrv.sim.broker import SimBroker, topic_configs
+from namesrv.sim.client import RemotingClient
+
+LONG_TIMEOUT_MS = 3_600_000  # brokers that must outlive the run; kept alive by heartbeats anyway
+KEEPALIVE_S = 10.0  # under serverChannelMaxIdleTimeSeconds (120 s), as real brokers do (30 s)
+ROUTE_VERSION = 479  # a 5.3.3 client: asks for standard JSON
+
+
+@dataclass
+class Bench:
+    cfg: BenchConfig
+    log_dir: Path
+    redis_proc: procs.Proc
+    redis_url: str
+    redis: Redis
+    workers: list[procs.Worker] = field(default_factory=list)
+    ceilings: list[procs.Ceiling] = field(default_factory=list)
+    pool: LoadPool | None = None
+    slowlog: Slowlog | None = None
+    topics: list[str] = field(default_factory=list)
+    hot: list[str] = field(default_factory=list)
+    spread_brokers: list[SimBroker] = field(default_factory=list)
+    clients: list[RemotingClient] = field(default_factory=list)
+    keepalive: list[SimBroker] = field(default_factory=list)
+    route_body: bytes = b""
+    http_body: bytes = b""
+    _keepalive_task: asyncio.Task[None] | None = None
+
+    @property
+    def events_key(self) -> str:
+        return "{" + self.cfg.namespace + "}:events"
+
+    def load_pool(self) -> LoadPool:
+        assert self.pool is not None
+        return self.pool
+
+    def log(self) -> Slowlog:
+        assert self.slowlog is not None
+        return self.slowlog
+
+    def worker_env(self) -> dict[str, str]:
+        env = {"NAMESRV_SCAN_NOT_ACTIVE_BROKER_INTERVAL": str(self.cfg.sweep_ms)}
+        env.update(dict(self.cfg.worker_env))
+        return env
+
+    async def connect(self, worker: int = 0) -> RemotingClient:
+        client = await RemotingClient.connect(f"127.0.0.1:{self.workers[worker].remoting_port}")
+        self.clients.append(client)
+        return client
+
+    # ---- start-up ----
+    async def start_workers(self, count: int) -> None:
+        for i in range(count):
+            self.workers.append(
+                procs.start_worker(
+                    f"worker-{i}", self.redis_url, self.cfg.namespace, self.log_dir, self.worker_env()
+                )
+            )
+        await asyncio.gather(*(procs.wait_http_ready(w.proc, f"{w.url}/readyz") for w in self.workers))
+        self.slowlog = Slowlog(self.redis, script_names())
+        await self.redis.config_set("slowlog-log-slower-than", -1)
+
+    async def register_spread(self) -> dict[str, object]:
+        """Register the lookup topics on ``spread_brokers`` brokers (each holds all of them, as
+        topics created on every broker of a cluster), measuring Redis memory as it grows."""
+        cfg = self.cfg
+        self.topics = [f"bench-{i:05d}" for i in range(cfg.topics)]
+        self.hot = self.topics[: cfg.hot_topics]
+        configs = topic_configs(self.topics)
+        samples: list[dict[str, int]] = []
+
+        async def sample() -> None:
+            await asyncio.sleep(0.3)  # let Redis release the query buffers of the big calls
+            snapshot = await memory(self.redis)
+            snapshot["events_bytes"] = await key_memory(self.redis, self.events_key)
+            samples.append(snapshot)
+
+        await sample()
+        for i in range(cfg.spread_brokers):
+            client = await self.connect(i % len(self.workers))
+            broker = SimBroker(
+                client,
+                "BenchCluster",
+                f"broker-{i}",
+                f"127.0.1.{i + 1}:10911",
+                topics=configs,
+                timeout_ms=LONG_TIMEOUT_MS,
+            )
+            await broker.register()
+            self.spread_brokers.append(broker)
+            self.keepalive.append(broker)
+            await sample()
+        self._keepalive_task = asyncio.create_task(self._keep_alive(), name="bench-keepalive")
+        return _memory_report(samples, cfg.topics)
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(KEEPALIVE_S)
+            for broker in list(self.keepalive):
+                with contextlib.suppress(Exception):
+                    broker.heartbeat()
+
+    async def check_routes(self) -> None:
+        """Every worker answers a hot and a spread topic, over remoting and HTTP, with the route."""
+        async with aiohttp.ClientSession() as session:
+            for i, worker in enumerate(self.workers):
+                client = await self.connect(i)
+                for topic in (self.hot[0], self.topics[-1]):
+                    reply = await client.invoke(105, {"topic": topic}, version=ROUTE_VERSION)
+                    if reply.code != 0 or not reply.body or b"brokerDatas" not in reply.body:
+                        raise RuntimeError(
+                            f"worker-{i}: route of {topic} over remoting: {reply.code} {reply.remark}"
+                        )
+                    if i == 0 and topic == self.hot[0]:
+                        self.route_body = reply.body
+                    async with session.get(f"{worker.url}/v1/routes/{topic}") as resp:
+                        body = await resp.read()
+                        if resp.status != 200 or b"brokerDatas" not in body:
+                            raise RuntimeError(f"worker-{i}: route of {topic} over HTTP: {resp.status}")
+                        if i == 0 and topic == self.hot[0]:
+                            self.http_body = body
+                await client.aclose()
+
+    async def start_ceilings(self, count: int) -> None:
+        remoting_body = self.log_dir / "route-body.bin"
+        http_body = self.log_dir / "route-body.json"
+        remoting_body.write_bytes(self.route_body)
+        http_body.write_bytes(self.http_body)
+        self.ceilings = list(
+            await asyncio.gather(
+                *(
+                    procs.start_ceiling(f"ceiling-{i}", remoting_body, http_body, self.log_dir)
+                    for i in range(count)
+                )
+            )
+        )
+
+    def start_pool(self) -> None:
+        self.pool = LoadPool(self.cfg.procs)
+        self.pool.start()
+
+    def pids(self) -> dict[str, list[int]]:
+        return {
+            "workers": [w.proc.pid for w in self.workers],
+            "ceilings": [c.proc.pid for c in self.ceilings],
+            "redis": [self.redis_proc.pid],
+            "load": self.pool.pids if self.pool else [],
+            "bench": [os.getpid()],
+        }
+
+    def roles(self) -> dict[str, list[int]]:
+        """Every process of the bench by role, for a :class:`procs.CpuMeter`."""
+        pids = self.pids()
+        return {
+            "load": pids["load"],
+            "workers": pids["workers"],
+            "ceilings": pids["ceilings"],
+            "redis": pids["redis"],
+            "bench": pids["bench"],
+        }
+
+    # ---- shutdown ----
+    async def close(self) -> None:
+        if self._keepalive_task is not None:
+            self._keepalive_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keepalive_task
+        if self.pool is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.pool.close)
+        for client in self.clients:
+            client.close()
+        for proc in [*(c.proc for c in self.ceilings), *(w.proc for w in self.workers)]:
+            await proc.stop()
+        await self.redis.aclose()
+        await self.redis_proc.stop()
+
+
+def _memory_report(samples: list[dict[str, int]], topics: int) -> dict[str, object]:
+    """Bytes per 10k topics: for the first broker (creates the topics), for each broker after it
+    (adds its queue to existing topics), and what each registration added to the change log."""
+    scale = 10_000 / topics
+    steps = []
+    for before, after in zip(samples, samples[1:], strict=False):
+        dataset = after["dataset_bytes"] - before["dataset_bytes"]
+        events = after["events_bytes"] - before["events_bytes"]
+        steps.append(
+            {
+                "used_memory": int((after["used_memory"] - before["used_memory"]) * scale),
+                "dataset": int(dataset * scale),
+                "events": int(events * scale),
+                "tables": int((dataset - events) * scale),
+            }
+        )
+    return {"topics": topics, "samples": samples, "per_10k_topics": steps}

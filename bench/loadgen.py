@@ -1,0 +1,560 @@
+"""Load generator: a pool of OS processes, each an event loop with several connections and many
+requests in flight per connection.
+
+Remoting requests are pipelined by opaque (replies may come back in any order); HTTP requests are
+pipelined HTTP/1.1 keep-alive (replies in order). Every request frame is pre-encoded per topic
+with only the opaque spliced in, and replies are read with a few ``bytes.find`` calls, so the
+generator spends as little CPU per request as Python allows. Each process reports the CPU time it
+used during the measurement window (``getrusage``), so the report can say whether the generator,
+rather than the server, was the limit.
+
+Two modes:
+
+- **closed loop** (``rate == 0``): each connection keeps ``depth`` requests in flight and sends a
+  new one as each reply arrives: the peak throughput.
+- **open loop** (``rate > 0``): requests are scheduled at a fixed total rate, whatever the replies
+  do, from a 1 ms ticker; latency is measured from the moment a request was written (and, in
+  ``intended_*``, from the moment it was scheduled, which adds the ticker's lag but is free of
+  coordinated omission).
+
+All processes share one absolute schedule (``start_at`` in ``time.time()``), so the measurement
+window (after ``warmup``, for ``duration`` s) is the same for all of them and for the CPU and Redis
+samples the orchestrator takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import multiprocessing
+import random
+import resource
+import struct
+import time
+import traceback
+from array import array
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from typing import Any, Literal, cast
+
+import orjson
+
+from bench.loops import new_loop
+from bench.stats import percentile_ms
+
+_PREFIX = struct.Struct(">iI")
+_OPAQUE_KEY = b'"opaque":'
+_CODE_KEY = b'{"code":'
+OPAQUE_BASE = 1_000_000_000  # 10 digits up to 2**31-1: every request frame of a topic has one length
+ROUTE_CODE = 105
+LATE_SEND = 0.002  # open loop: a send more than 2 ms behind its schedule means the generator lagged
+OPEN_LOOP_CAP = 5000  # open loop: most requests in flight per connection before sends are skipped
+Protocol = Literal["remoting", "http"]
+
+
+@dataclass(frozen=True)
+class LoadJob:
+    name: str
+    protocol: Protocol
+    targets: tuple[tuple[str, int], ...]
+    topics: tuple[str, ...]
+    uniform: bool  # True: each request picks a topic uniformly at random; False: round robin
+    conns: int  # connections per process per target
+    depth: int  # closed loop: requests in flight per connection
+    rate: float = 0.0  # open loop: total requests/s over all processes; 0 = closed loop
+    warmup: float = 2.0
+    duration: float = 5.0
+    version: int = 479  # request version; >= 401 asks for standard JSON
+    # set by the pool:
+    start_at: float = 0.0
+    procs: int = 1
+    index: int = 0
+
+
+@dataclass
+class LoadResult:
+    """What one process measured in the window (replies received inside it)."""
+
+    completed: int = 0
+    errors: int = 0
+    error_codes: dict[int, int] = field(default_factory=dict)
+    latencies: array[float] = field(default_factory=lambda: array("d"))
+    intended: array[float] = field(default_factory=lambda: array("d"))
+    sent: int = 0
+    late: int = 0
+    skipped: int = 0
+    cpu: float = 0.0
+    window: float = 0.0
+    connections: int = 0
+    disconnects: int = 0  # connections the server closed while the job ran
+    unanswered: int = 0  # requests in flight on them
+    failure: str | None = None
+
+
+@dataclass
+class LoadSummary:
+    """All processes of one job merged."""
+
+    name: str
+    protocol: str
+    mode: str
+    target_rate: float
+    rps: float  # successful replies/s in the window
+    replies_per_s: float  # all replies/s (errors included)
+    completed: int
+    errors: int
+    error_codes: dict[str, int]
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    p999_ms: float
+    max_ms: float
+    intended_p50_ms: float | None
+    intended_p99_ms: float | None
+    late_fraction: float | None
+    skipped: int
+    loadgen_procs: int
+    loadgen_connections: int
+    disconnects: int
+    in_flight: int | None
+    loadgen_cores: float  # CPU seconds of all load processes / window
+    loadgen_core_max: float  # the busiest load process, 1.0 = it used a whole core
+    duration: float
+    failures: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def summarize(job: LoadJob, results: Sequence[LoadResult]) -> LoadSummary:
+    failures = [r.failure for r in results if r.failure]
+    ok = [r for r in results if not r.failure]
+    latencies = sorted(x for r in ok for x in r.latencies)
+    intended = sorted(x for r in ok for x in r.intended)
+    completed = sum(r.completed for r in ok)
+    unanswered = sum(r.unanswered for r in ok)
+    errors = sum(r.errors for r in ok) + unanswered
+    codes: dict[str, int] = {}
+    for r in ok:
+        for code, count in r.error_codes.items():
+            codes[str(code)] = codes.get(str(code), 0) + count
+    if unanswered:
+        codes["unanswered (connection closed by the server)"] = unanswered
+    sent = sum(r.sent for r in ok)
+    open_loop = job.rate > 0
+    connections = sum(r.connections for r in ok)
+    return LoadSummary(
+        name=job.name,
+        protocol=job.protocol,
+        mode="open" if open_loop else "closed",
+        target_rate=job.rate,
+        rps=(completed - errors + unanswered) / job.duration,
+        replies_per_s=completed / job.duration,
+        completed=completed,
+        errors=errors,
+        error_codes=codes,
+        p50_ms=percentile_ms(latencies, 50),
+        p90_ms=percentile_ms(latencies, 90),
+        p99_ms=percentile_ms(latencies, 99),
+        p999_ms=percentile_ms(latencies, 99.9),
+        max_ms=latencies[-1] * 1000 if latencies else float("nan"),
+        intended_p50_ms=percentile_ms(intended, 50) if open_loop else None,
+        intended_p99_ms=percentile_ms(intended, 99) if open_loop else None,
+        late_fraction=(sum(r.late for r in ok) / sent if sent else 0.0) if open_loop else None,
+        skipped=sum(r.skipped for r in ok),
+        loadgen_procs=len(results),
+        loadgen_connections=connections,
+        disconnects=sum(r.disconnects for r in ok),
+        in_flight=None if open_loop else connections * job.depth,
+        loadgen_cores=sum(r.cpu for r in ok) / job.duration,
+        loadgen_core_max=max((r.cpu / job.duration for r in ok), default=0.0),
+        duration=job.duration,
+        failures=failures,
+    )
+
+
+# ---- requests ---------------------------------------------------------------------------------
+
+
+def remoting_request_parts(topic: str, version: int) -> tuple[bytes, bytes]:
+    """A GET_ROUTEINFO_BY_TOPIC frame as the project's codec encodes it, split around the opaque.
+
+    With a 10-digit opaque the length prefix in the first part holds for every opaque."""
+    from namesrv.protocol.remoting import RemotingCommand, encode
+
+    frame = encode(
+        RemotingCommand(
+            code=ROUTE_CODE,
+            opaque=OPAQUE_BASE,
+            flag=0,
+            language="JAVA",
+            version=version,
+            ext_fields={"topic": topic},
+        )
+    )
+    marker = _OPAQUE_KEY + b"%d" % OPAQUE_BASE
+    at = frame.index(marker) + len(_OPAQUE_KEY)
+    return frame[:at], frame[at + len(b"%d" % OPAQUE_BASE) :]
+
+
+def http_request(topic: str, host: str) -> bytes:
+    return f"GET /v1/routes/{topic} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+
+
+class _Load:
+    """One process's share of a job: topic choice, the window, and the tallies."""
+
+    def __init__(self, job: LoadJob, window_start: float, window_end: float) -> None:
+        self.job = job
+        self.rng = random.Random(1_000_003 * job.index + 17)
+        self.uniform = job.uniform
+        self.topic_count = len(job.topics)
+        self.next_index = job.index * 7
+        self.window_start = window_start
+        self.window_end = window_end
+        self.closed_loop = job.rate <= 0
+        self.sending = True
+        self.result = LoadResult()
+        self.outstanding = 0
+
+    def topic_index(self) -> int:
+        if self.uniform:
+            return self.rng.randrange(self.topic_count)
+        i = self.next_index
+        self.next_index = i + 1
+        return i % self.topic_count
+
+    def record(self, sent_at: float, intended: float, now: float, ok: bool, code: int) -> None:
+        self.outstanding -= 1
+        if self.window_start <= now < self.window_end:
+            result = self.result
+            result.completed += 1
+            result.latencies.append(now - sent_at)
+            if not self.closed_loop:
+                result.intended.append(now - intended)
+            if not ok:
+                result.errors += 1
+                result.error_codes[code] = result.error_codes.get(code, 0) + 1
+
+
+class _Conn(asyncio.Protocol):
+    """Shared plumbing of both protocols: batching writes, the transport, closing."""
+
+    def __init__(self, load: _Load) -> None:
+        self.load = load
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.out: list[bytes] = []
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.load.sending:  # the server closed it: what was in flight will never be answered
+            self.load.result.disconnects += 1
+            self.load.result.unanswered += self.in_flight()
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+    def flush(self) -> None:
+        if self.out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(self.out))
+        self.out.clear()
+
+    def in_flight(self) -> int:
+        raise NotImplementedError
+
+    def send(self, now: float, intended: float) -> None:
+        raise NotImplementedError
+
+
+class _RemotingConn(_Conn):
+    def __init__(self, load: _Load, parts: list[tuple[bytes, bytes]]) -> None:
+        super().__init__(load)
+        self.parts = parts
+        self.pending: dict[int, tuple[float, float]] = {}
+        self.opaque = OPAQUE_BASE
+
+    def in_flight(self) -> int:
+        return len(self.pending)
+
+    def send(self, now: float, intended: float) -> None:
+        head, tail = self.parts[self.load.topic_index()]
+        opaque = self.opaque
+        self.opaque = opaque + 1
+        self.out.append(head + b"%d" % opaque + tail)
+        self.pending[opaque] = (now, intended)
+        self.load.outstanding += 1
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        buffer = self.buffer
+        buffer += data
+        pos, end = 0, len(buffer)
+        load, pending = self.load, self.pending
+        replies = 0
+        while end - pos >= 8:
+            total, type_and_length = _PREFIX.unpack_from(buffer, pos)
+            if end - pos - 4 < total:
+                break
+            header_start = pos + 8
+            header_end = header_start + (type_and_length & 0xFFFFFF)
+            body_length = pos + 4 + total - header_end
+            if buffer.startswith(_CODE_KEY, header_start):
+                comma = buffer.find(b",", header_start + 8, header_end)
+                code = int(buffer[header_start + 8 : comma])
+                at = buffer.find(_OPAQUE_KEY, comma, header_end) + len(_OPAQUE_KEY)
+                stop = buffer.find(b",", at, header_end)
+                opaque = int(buffer[at : stop if stop > 0 else header_end - 1])
+            else:  # not the layout our servers write: decode the header properly
+                header = orjson.loads(bytes(buffer[header_start:header_end]))
+                code, opaque = int(header.get("code", -1)), int(header.get("opaque", -1))
+            pos += 4 + total
+            entry = pending.pop(opaque, None)
+            if entry is not None:
+                load.record(entry[0], entry[1], now, code == 0 and body_length > 0, code)
+                replies += 1
+        del buffer[:pos]
+        if load.closed_loop and load.sending and now < load.window_end:
+            for _ in range(replies):
+                self.send(now, now)
+            self.flush()
+
+
+class _HttpConn(_Conn):
+    def __init__(self, load: _Load, requests: list[bytes]) -> None:
+        super().__init__(load)
+        self.requests = requests
+        self.pending: deque[tuple[float, float]] = deque()
+
+    def in_flight(self) -> int:
+        return len(self.pending)
+
+    def send(self, now: float, intended: float) -> None:
+        self.out.append(self.requests[self.load.topic_index()])
+        self.pending.append((now, intended))
+        self.load.outstanding += 1
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        buffer = self.buffer
+        buffer += data
+        pos, end = 0, len(buffer)
+        load, pending = self.load, self.pending
+        replies = 0
+        while True:
+            head_end = buffer.find(b"\r\n\r\n", pos)
+            if head_end < 0:
+                break
+            at = buffer.find(b"\r\nContent-Length: ", pos, head_end)
+            if at < 0:
+                head = bytes(buffer[pos:head_end]).lower()
+                at = head.find(b"\r\ncontent-length:")
+                if at < 0:
+                    raise RuntimeError(f"HTTP reply without Content-Length: {head[:200]!r}")
+                at += pos
+            value_start = at + len(b"\r\ncontent-length: ")
+            line_end = buffer.find(b"\r\n", value_start, head_end + 2)
+            length = int(buffer[value_start:line_end])
+            if head_end + 4 + length > end:
+                break
+            status = int(buffer[pos + 9 : pos + 12])
+            pos = head_end + 4 + length
+            sent_at, intended = pending.popleft()
+            load.record(sent_at, intended, now, status == 200 and length > 0, status)
+            replies += 1
+        del buffer[:pos]
+        if load.closed_loop and load.sending and now < load.window_end:
+            for _ in range(replies):
+                self.send(now, now)
+            self.flush()
+
+
+async def _sleep_until(deadline: float) -> None:
+    delay = deadline - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+def _cpu_now() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def run_job(job: LoadJob) -> LoadResult:
+    """One process's part of ``job``, on the running loop."""
+    loop = asyncio.get_running_loop()
+    start = job.start_at + (time.perf_counter() - time.time())
+    window_start = start + job.warmup
+    window_end = window_start + job.duration
+    load = _Load(job, window_start, window_end)
+    conns: list[_Conn] = []
+    factory: Callable[[], _Conn]
+    try:
+        for host, port in job.targets:
+            if job.protocol == "remoting":
+                factory = functools.partial(
+                    _RemotingConn, load, [remoting_request_parts(t, job.version) for t in job.topics]
+                )
+            else:
+                factory = functools.partial(
+                    _HttpConn, load, [http_request(t, f"{host}:{port}") for t in job.topics]
+                )
+            for _ in range(job.conns):
+                _, conn = await loop.create_connection(factory, host, port)
+                conns.append(conn)
+        # interleave targets so round-robin sends alternate between them
+        conns = [c for group in zip(*_by_target(conns, len(job.targets)), strict=True) for c in group]
+        load.result.connections = len(conns)
+        await _sleep_until(start)
+        cpu_task = asyncio.create_task(_measure_cpu(load))
+        if load.closed_loop:
+            now = time.perf_counter()
+            for conn in conns:
+                for _ in range(job.depth):
+                    conn.send(now, now)
+                conn.flush()
+            await _sleep_until(window_end)
+        else:
+            await _open_loop(load, conns, start)
+        load.sending = False
+        await cpu_task
+        # let the requests still in flight finish (not counted), so no server sees a reset
+        for _ in range(200):
+            if load.outstanding <= 0:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        for conn in conns:
+            if conn.transport is not None:
+                conn.transport.close()
+        for conn in conns:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(conn.lost), 2)
+    return load.result
+
+
+def _by_target(conns: list[_Conn], targets: int) -> list[list[_Conn]]:
+    per = len(conns) // targets
+    return [conns[i * per : (i + 1) * per] for i in range(targets)]
+
+
+async def _measure_cpu(load: _Load) -> None:
+    await _sleep_until(load.window_start)
+    cpu0, t0 = _cpu_now(), time.perf_counter()
+    await _sleep_until(load.window_end)
+    load.result.cpu = _cpu_now() - cpu0
+    load.result.window = time.perf_counter() - t0
+
+
+async def _open_loop(load: _Load, conns: list[_Conn], start: float) -> None:
+    job = load.job
+    rate = job.rate / job.procs
+    interval = 1.0 / rate
+    first = start + interval * job.index / job.procs  # processes interleave their schedules
+    result, n = load.result, len(conns)
+    sent = 0
+    while True:
+        now = time.perf_counter()
+        if now >= load.window_end:
+            return
+        due = int((now - first) * rate) + 1
+        if due > sent:
+            touched = set()
+            for k in range(sent, due):
+                intended = first + k * interval
+                conn = conns[k % n]
+                in_window = load.window_start <= now < load.window_end
+                if conn.in_flight() >= OPEN_LOOP_CAP:
+                    result.skipped += in_window
+                    continue
+                conn.send(now, intended)
+                touched.add(k % n)
+                if in_window:
+                    result.sent += 1
+                    result.late += now - intended > LATE_SEND
+            for i in touched:
+                conns[i].flush()
+            sent = due
+        await asyncio.sleep(0.001)
+
+
+def _process_main(pipe: Connection) -> None:
+    loop = new_loop()
+    asyncio.set_event_loop(loop)
+    while True:
+        job = pipe.recv()
+        if job is None:
+            break
+        try:
+            result = loop.run_until_complete(run_job(job))
+        except Exception:
+            result = LoadResult(failure=traceback.format_exc(limit=5))
+        pipe.send(result)
+    loop.close()
+
+
+class LoadPool:
+    """``procs`` load processes (spawned, so nothing of the orchestrator leaks into them) that
+    stay up for the whole run and take one job at a time."""
+
+    def __init__(self, procs: int) -> None:
+        self.procs = procs
+        self._pipes: list[Connection] = []
+        self._processes: list[multiprocessing.process.BaseProcess] = []
+
+    def start(self) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        for i in range(self.procs):
+            parent, child = ctx.Pipe()
+            process = ctx.Process(target=_process_main, args=(child,), name=f"bench-load-{i}", daemon=True)
+            process.start()
+            child.close()
+            self._pipes.append(parent)
+            self._processes.append(process)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._processes if p.pid is not None]
+
+    async def run(
+        self,
+        job: LoadJob,
+        *,
+        lead: float = 0.5,
+        on_window_start: Callable[[], Awaitable[None]] | None = None,
+        on_window_end: Callable[[], Awaitable[None]] | None = None,
+    ) -> LoadSummary:
+        """Run ``job`` on every process; the hooks run at the start and end of the window."""
+        loop = asyncio.get_running_loop()
+        start_at = time.time() + lead
+        for i, pipe in enumerate(self._pipes):
+            pipe.send(replace(job, start_at=start_at, procs=self.procs, index=i))
+        receivers = [loop.run_in_executor(None, pipe.recv) for pipe in self._pipes]
+        offset = time.perf_counter() - time.time()
+        window_start = start_at + job.warmup + offset
+        if on_window_start is not None:
+            await _sleep_until(window_start)
+            await on_window_start()
+        if on_window_end is not None:
+            await _sleep_until(window_start + job.duration)
+            await on_window_end()
+        timeout = lead + job.warmup + job.duration + 30
+        results: list[LoadResult] = await asyncio.wait_for(asyncio.gather(*receivers), timeout)
+        return summarize(job, results)
+
+    def close(self) -> None:
+        for pipe in self._pipes:
+            with contextlib.suppress(OSError):
+                pipe.send(None)
+        for process in self._processes:
+            process.join(5)
+            if process.is_alive():
+                process.terminate()
+                process.join(5)
+        for pipe in self._pipes:
+            pipe.close()

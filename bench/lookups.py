@@ -1,0 +1,134 @@
+"""Route lookups (GET_ROUTEINFO_BY_TOPIC over remoting, GET /v1/routes/{topic} over HTTP):
+peak throughput (closed loop), latency at a fraction of that peak (open loop), against 1..N
+workers and against the same number of bare ceiling processes, with the same load generator.
+
+Each measurement records, over its window only: requests/s, latency percentiles, errors, the CPU
+cores used by the load generator, the servers under test, Redis, and everything else on the
+machine, and what Redis did per request (commands and microseconds, from INFO commandstats),
+plus any Lua call of 1 ms or more (SLOWLOG).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bench.fleet import Bench
+from bench.loadgen import LoadJob, Protocol
+from bench.procs import CpuMeter, settle, with_other
+from bench.redisstats import LUA_COMMANDS, commandstats, lua_summary, reset_stats
+
+SLOW_LUA_US = 1000  # during lookups only calls of 1 ms or more are logged (the steady-state target)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    protocol: Protocol
+    server: str  # "fleet" or "ceiling"
+    size: int  # worker (or ceiling) processes
+    pattern: str  # "hot" or "spread"
+    load: str  # "peak" or "80%"
+
+    @property
+    def key(self) -> str:
+        servers = "workers" if self.server == "fleet" else "ceiling"
+        return f"{self.protocol}/{servers}={self.size}/{self.pattern}/{self.load}"
+
+
+async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, Any]:
+    cfg = b.cfg
+    servers = b.workers[: scenario.size] if scenario.server == "fleet" else b.ceilings[: scenario.size]
+    targets = tuple(s.remoting if scenario.protocol == "remoting" else s.http for s in servers)
+    topics = b.hot if scenario.pattern == "hot" else b.topics
+    remoting = scenario.protocol == "remoting"
+    job = LoadJob(
+        name=scenario.key,
+        protocol=scenario.protocol,
+        targets=targets,
+        topics=tuple(topics),
+        uniform=scenario.pattern == "spread",
+        conns=cfg.conns if remoting else cfg.http_conns,
+        depth=cfg.depth if remoting else cfg.http_depth,
+        rate=rate,
+        warmup=cfg.warmup,
+        duration=cfg.duration,
+    )
+    pids = b.pids()
+    tested = [s.proc.pid for s in servers]
+    roles = {
+        "load": pids["load"],
+        "server": tested,
+        "redis": pids["redis"],
+        "bench": pids["bench"],
+        "idle_servers": [p for p in pids["workers"] + pids["ceilings"] if p not in tested],
+    }
+    meter = CpuMeter(roles)
+    cores: dict[str, float] = {}
+    redis_stats: dict[str, dict[str, float]] = {}
+    slowlog = b.log()
+
+    async def window_start() -> None:
+        await reset_stats(b.redis)
+        await slowlog.collect()  # drop what the warm-up logged
+        meter.start()
+
+    async def window_end() -> None:
+        cores.update(meter.stop())
+        redis_stats.update(await commandstats(b.redis))
+
+    settled = await settle(pids["workers"] + pids["ceilings"])
+    summary = await b.load_pool().run(job, on_window_start=window_start, on_window_end=window_end)
+    lua = lua_summary(await slowlog.collect())
+    cores = with_other(cores)
+    # our own INFO/CONFIG/SLOWLOG calls are a handful per window: negligible next to the load
+    redis_calls = sum(v["calls"] for v in redis_stats.values())
+    redis_us = sum(v["usec"] for v in redis_stats.values())
+    lua_calls = sum(v["calls"] for k, v in redis_stats.items() if k in LUA_COMMANDS)
+    done = max(summary.completed, 1)
+    return {
+        "scenario": scenario.__dict__,
+        **summary.as_dict(),
+        "cores": cores,
+        # CPU the servers under test spent per successful lookup: comparable with the ceiling's
+        "server_us_per_request": cores.get("server", 0.0) * 1e6 / summary.rps if summary.rps else None,
+        "redis_calls_per_request": redis_calls / done,
+        "redis_lua_calls_per_request": lua_calls / done,
+        "redis_us_per_request": redis_us / done,
+        "redis_commands": redis_stats,
+        "lua_over_1ms": lua,
+        "settle_seconds": settled,
+    }
+
+
+async def run_lookups(b: Bench, protocol: Protocol, progress: Any) -> list[dict[str, Any]]:
+    cfg = b.cfg
+    rows: list[dict[str, Any]] = []
+    await b.log().start(SLOW_LUA_US, max_len=100_000)
+    try:
+        for size in cfg.fleet_sizes:
+            for server in ("fleet", "ceiling"):
+                # a ceiling answers every topic alike: one pattern is enough
+                for pattern in ("hot", "spread") if server == "fleet" else ("hot",):
+                    peak_scenario = Scenario(protocol, server, size, pattern, "peak")
+                    progress(f"{peak_scenario.key} ...")
+                    peak = await measure(b, peak_scenario)
+                    rows.append(peak)
+                    progress(_line(peak))
+                    if protocol == "remoting" and peak["rps"] > 0 and cfg.load_fraction > 0:
+                        scenario = Scenario(protocol, server, size, pattern, f"{cfg.load_fraction:.0%}")
+                        progress(f"{scenario.key} ...")
+                        row = await measure(b, scenario, rate=peak["rps"] * cfg.load_fraction)
+                        rows.append(row)
+                        progress(_line(row))
+    finally:
+        await b.log().stop()
+    return rows
+
+
+def _line(row: dict[str, Any]) -> str:
+    c = row["cores"]
+    return (
+        f"  {row['rps']:>9,.0f} req/s  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  "
+        f"errors {row['errors']}  cores: load {c.get('load', 0):.2f} server {c.get('server', 0):.2f} "
+        f"redis {c.get('redis', 0):.2f} other {c.get('other', 0):.2f}"
+    )

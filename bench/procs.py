@@ -1,0 +1,331 @@
+"""The processes under test and the facts about them: Redis, fleet workers, the bare ceiling
+server, and what ``/proc`` says about their CPU time and memory.
+
+Everything runs on loopback, each in its own OS process, so the scheduler shares the machine's
+cores between them exactly as it would in production on a small node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import aiohttp
+import redis.asyncio as aioredis
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# ---- /proc ------------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (its threads included, children not)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        stat = f.read()
+    # The command name may contain spaces; the fields after it start after the last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS (resident now) and VmHWM (peak resident) of a process, in KiB."""
+    out: dict[str, int] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, all cores summed."""
+    with open("/proc/stat", encoding="ascii") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # guest time is already counted in user
+    return (total - idle) / CLOCK_TICKS, total / CLOCK_TICKS
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or "unknown"
+
+
+class CpuMeter:
+    """CPU time of a set of processes (and of the whole machine) over a window."""
+
+    def __init__(self, pids: dict[str, list[int]]) -> None:
+        self.pids = pids
+        self._start: dict[str, float] = {}
+        self._machine: tuple[float, float] = (0.0, 0.0)
+        self._t0 = 0.0
+
+    def _sample(self) -> dict[str, float]:
+        return {role: sum(cpu_seconds(p) for p in pids) for role, pids in self.pids.items()}
+
+    def start(self) -> None:
+        self._start = self._sample()
+        self._machine = machine_cpu()
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> dict[str, float]:
+        """Cores used by each role over the window (1.0 = one core fully busy), plus 'machine'."""
+        end = self._sample()
+        busy, total = machine_cpu()
+        wall = max(time.perf_counter() - self._t0, 1e-9)
+        cores = {role: (end[role] - self._start.get(role, end[role])) / wall for role in end}
+        cores["machine"] = (busy - self._machine[0]) / wall
+        cores["machine_idle"] = ((total - self._machine[1]) - (busy - self._machine[0])) / wall
+        return cores
+
+
+async def settle(pids: list[int], *, idle_cores: float = 0.05, limit: float = 30.0) -> float:
+    """Wait until ``pids`` together use less than ``idle_cores`` (a server still draining the
+    backlog of an overloaded phase must not eat into the next one). Returns the seconds waited."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit:
+        before = sum(cpu_seconds(p) for p in pids)
+        await asyncio.sleep(0.2)
+        if (sum(cpu_seconds(p) for p in pids) - before) / 0.2 < idle_cores:
+            break
+    return time.perf_counter() - started
+
+
+def with_other(cores: dict[str, float]) -> dict[str, float]:
+    """Add 'other': the machine's busy cores that none of the measured roles used."""
+    ours = sum(v for k, v in cores.items() if k not in ("machine", "machine_idle", "other"))
+    return {**cores, "other": max(0.0, cores.get("machine", 0.0) - ours)}
+
+
+# ---- processes --------------------------------------------------------------------------------
+
+
+@dataclass
+class Proc:
+    """A child process with its output in a log file."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    _log: IO[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            text = self.log_path.read_text(errors="replace").splitlines()
+            return "\n".join(text[-lines:])
+        return ""
+
+    async def stop(self, timeout: float = 15.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(self.popen.wait, timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                await asyncio.to_thread(self.popen.wait)
+        self._log.close()
+
+
+def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> Proc:
+    log_path = log_dir / f"{name}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed by Proc.stop
+    popen = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=os.getcwd()
+    )
+    return Proc(name, popen, log_path, log)
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("redis-server is not on PATH")
+    return found
+
+
+async def start_redis(log_dir: Path) -> tuple[Proc, str]:
+    """A private redis-server on a free port, no persistence. Returns (process, URL)."""
+    port = free_port()
+    data = log_dir / "redis-data"
+    data.mkdir(exist_ok=True)
+    proc = spawn(
+        "redis",
+        [
+            redis_server_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(data),
+        ],
+        log_dir,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    client = aioredis.Redis.from_url(url)
+    try:
+        for _ in range(400):
+            try:
+                await client.ping()
+                return proc, url
+            except aioredis.ConnectionError:
+                if not proc.alive():
+                    raise RuntimeError(f"redis-server exited at start:\n{proc.log_tail()}") from None
+                await asyncio.sleep(0.025)
+    finally:
+        await client.aclose()
+    raise RuntimeError("redis-server did not answer PING")
+
+
+@dataclass
+class Worker:
+    """One fleet worker process (``python -m namesrv``)."""
+
+    proc: Proc
+    http_port: int
+    remoting_port: int
+
+    @property
+    def remoting(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.remoting_port)
+
+    @property
+    def http(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.http_port)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+
+def worker_config(extra_env: dict[str, str]) -> dict[str, str]:
+    """The workers' effective configuration (``namesrv -p`` with the bench's environment)."""
+    env = {**os.environ, "NAMESRV_REDIS_URL": "redis://127.0.0.1:1/0", **extra_env}
+    out = subprocess.run(
+        [sys.executable, "-m", "namesrv", "-p"], env=env, capture_output=True, text=True, check=False
+    ).stdout
+    pairs = (line.partition("=") for line in out.splitlines() if line and not line.startswith("#"))
+    return {key: value for key, sep, value in pairs if sep and key != "redisUrl"}
+
+
+def start_worker(
+    name: str, redis_url: str, namespace: str, log_dir: Path, extra_env: dict[str, str]
+) -> Worker:
+    http_port, remoting_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "NAMESRV_REDIS_URL": redis_url,
+        "NAMESRV_NAMESPACE": namespace,
+        "NAMESRV_HTTP_PORT": str(http_port),
+        "NAMESRV_REMOTING_PORT": str(remoting_port),
+        "NAMESRV_LISTEN_HOST": "127.0.0.1",
+        "NAMESRV_LOG_LEVEL": "WARNING",
+        **extra_env,
+    }
+    proc = spawn(name, [sys.executable, "-m", "namesrv"], log_dir, env)
+    return Worker(proc, http_port, remoting_port)
+
+
+async def wait_http_ready(proc: Proc, url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            if not proc.alive():
+                raise RuntimeError(f"{proc.name} exited at start:\n{proc.log_tail()}")
+            with contextlib.suppress(aiohttp.ClientError, OSError):
+                async with session.get(url) as resp:
+                    if resp.status == 200:
+                        return
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{proc.name} did not become ready:\n{proc.log_tail()}")
+
+
+async def wait_tcp(proc: Proc, port: int, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.alive():
+            raise RuntimeError(f"{proc.name} exited at start:\n{proc.log_tail()}")
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return
+    raise RuntimeError(f"{proc.name} did not listen on {port}:\n{proc.log_tail()}")
+
+
+@dataclass
+class Ceiling:
+    """One bare ceiling server process (:mod:`bench.ceiling`)."""
+
+    proc: Proc
+    http_port: int
+    remoting_port: int
+
+    @property
+    def remoting(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.remoting_port)
+
+    @property
+    def http(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.http_port)
+
+
+async def start_ceiling(name: str, remoting_body: Path, http_body: Path, log_dir: Path) -> Ceiling:
+    http_port, remoting_port = free_port(), free_port()
+    proc = spawn(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "bench.ceiling",
+            "--remoting-port",
+            str(remoting_port),
+            "--http-port",
+            str(http_port),
+            "--remoting-body",
+            str(remoting_body),
+            "--http-body",
+            str(http_body),
+        ],
+        log_dir,
+    )
+    await wait_tcp(proc, remoting_port)
+    await wait_tcp(proc, http_port)
+    return Ceiling(proc, http_port, remoting_port)

@@ -1,0 +1,128 @@
+"""The benchmark harness (``bench/``): its wire templates match the project's codec, its load
+generator works against the bare ceiling server, and a ``--smoke`` run goes end to end and writes
+a well-formed table and JSON. Nothing here asserts a number: benchmarks are read, never timed in
+tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from bench.ceiling import CeilingProtocol, ReplyTemplate
+from bench.loadgen import OPAQUE_BASE, LoadJob, remoting_request_parts, run_job, summarize
+from bench.report import Target, render
+
+from namesrv.protocol.remoting import RemotingCommand, decode_frame, encode, response_to
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ("PASS", "MISS", "N/A")
+
+
+def test_request_template_is_what_the_codec_encodes() -> None:
+    head, tail = remoting_request_parts("TopicTest", 479)
+    for opaque in (OPAQUE_BASE, OPAQUE_BASE + 123_456, 2**31 - 1):
+        frame = head + b"%d" % opaque + tail
+        expected = RemotingCommand(
+            code=105, opaque=opaque, flag=0, language="JAVA", version=479, ext_fields={"topic": "TopicTest"}
+        )
+        assert frame == encode(expected)
+        assert decode_frame(frame) == expected
+
+
+def test_ceiling_reply_is_the_workers_reply_layout() -> None:
+    body = b'{"brokerDatas":[],"queueDatas":[]}'
+    request = RemotingCommand(code=105, opaque=42)
+    assert ReplyTemplate(body).frame(42) == encode(response_to(request, 0, body=body))
+
+
+async def test_load_generator_against_the_ceiling() -> None:
+    loop = asyncio.get_running_loop()
+    template = ReplyTemplate(b'{"brokerDatas":[]}')
+    server = await loop.create_server(lambda: CeilingProtocol(template), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        for rate in (0.0, 200.0):
+            job = LoadJob(
+                name="t",
+                protocol="remoting",
+                targets=(("127.0.0.1", port),),
+                topics=("a", "b", "c"),
+                uniform=rate > 0,
+                conns=2,
+                depth=4,
+                rate=rate,
+                warmup=0.05,
+                duration=0.3,
+                start_at=time.time() + 0.05,
+            )
+            summary = summarize(job, [await run_job(job)])
+            assert summary.failures == []
+            assert summary.completed > 0 and summary.errors == 0
+            assert summary.mode == ("open" if rate else "closed")
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_smoke_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--out-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + "\n" + proc.stderr[-6000:]
+    files = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert "latest.json" in files and len(files) == 2  # <timestamp>.json and latest.json
+    result = json.loads((tmp_path / "latest.json").read_text())
+
+    assert {
+        "meta",
+        "config",
+        "lookups",
+        "registration",
+        "steady",
+        "liveness",
+        "memory",
+        "rss",
+        "targets",
+    } <= set(result)
+    assert result["config"]["smoke"] is True and "failures" not in result
+    meta = result["meta"]
+    assert meta["cpu_count"] >= 1 and meta["redis_server"] and meta["python"]
+    # every scenario, each with its throughput, latency and who used the cores
+    keys = {
+        (r["scenario"]["protocol"], r["scenario"]["server"], r["scenario"]["size"], r["scenario"]["load"])
+        for r in result["lookups"]
+    }
+    for protocol in ("remoting", "http"):
+        for server in ("fleet", "ceiling"):
+            for size in (1, 2):
+                assert (protocol, server, size, "peak") in keys
+    assert ("remoting", "fleet", 1, "80%") in keys
+    for row in result["lookups"]:
+        assert row["completed"] > 0 and row["rps"] >= 0
+        assert {"load", "server", "redis", "other", "machine"} <= set(row["cores"])
+    assert {(r["kind"], r["topics"]) for r in result["registration"]} == {
+        (kind, size) for kind in ("new", "unchanged", "bumped") for size in (50, 300)
+    }
+    assert result["liveness"]["silent"]["removed"] == result["liveness"]["silent"]["brokers"]
+    assert result["liveness"]["crashed"]["removed"] == result["liveness"]["crashed"]["brokers"]
+    assert result["memory"]["per_10k_topics"] and result["rss"]["at the end"]
+    assert result["steady"]["lua"]["*"]["calls"] > 0
+    # the targets: each judged (a smoke run measures everything, so none is N/A)
+    names = [t["name"] for t in result["targets"]]
+    assert len(names) >= 12 and all(t["result"] in RESULTS[:2] for t in result["targets"])
+    # the printed table is the stored one, and it re-renders from the JSON alone
+    assert result["table"] in proc.stdout
+    for heading in ("Route lookups", "REGISTER_BROKER", "Steady-state Lua", "Liveness", "Memory", "Targets"):
+        assert heading in result["table"]
+    assert render(result, [Target(**t) for t in result["targets"]]) == result["table"]
