@@ -46,7 +46,7 @@ async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
         url = await embedded.start()
     worker.redis_url = url
     try:
-        app[REDIS] = await connect(url)
+        app[REDIS] = await connect(url, max_connections=worker.base.redisMaxConnections)
         try:
             yield
         finally:
@@ -71,6 +71,7 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         scripts,
         events_max_len=worker.base.eventsMaxLen,
         worker_id=worker.worker_id,
+        max_connections=worker.base.redisMaxConnections,
     )
     await store.check_schema()
     worker.apply_overrides(await store.config_overrides())

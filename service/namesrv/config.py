@@ -96,6 +96,12 @@ class Settings:
         "Redis URL (redis://, rediss://, unix://). Empty: start an embedded redis-server "
         "(one process on one machine only).",
     )
+    redisMaxConnections: int = _opt(
+        64,
+        "Redis connections per worker; requests beyond them wait for one instead of failing.",
+        lo=8,
+        hi=10000,
+    )
     namespace: str = _opt(
         "namesrv", "Key namespace; every key is '{<namespace>}:...' so the registry is one Cluster slot."
     )

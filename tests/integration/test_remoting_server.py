@@ -285,3 +285,15 @@ def test_reply_frames_encode_as_java_does() -> None:
         '{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON",'
         '"version":479}'
     )
+
+
+async def test_more_requests_than_redis_connections_wait_instead_of_failing(settings: Settings) -> None:
+    small = dataclasses.replace(settings, redisMaxConnections=10, routeCacheEnabled=False)
+    app, addr = await worker(small)
+    try:
+        async with await RemotingClient.connect(addr) as c:
+            await broker(c).register()
+            replies = await asyncio.gather(*(c.invoke(105, {"topic": "TopicTest"}) for _ in range(400)))
+        assert {r.code for r in replies} == {0}
+    finally:
+        await close_client(app)

@@ -37,17 +37,18 @@ CLIENT_OPTIONS: dict[str, Any] = {
 }
 
 
-def make_client(url: str) -> Redis:
+def make_client(url: str, max_connections: int = 64) -> Redis:
     """A client for ``redis://``/``rediss://``/``unix://`` URLs, Redis Sentinel
     (``redis+sentinel://[user:password@]host:port[,host:port...]/<master-name>[/<db>]``, optional
     ``?sentinel_password=...``) or Redis Cluster (``redis+cluster://[user:password@]host:port[,...]``).
     The registry is one hash slot, so a Cluster serves it from one shard (with its replicas)."""
     parts = urlsplit(url)
+    options = {**CLIENT_OPTIONS, "max_connections": max_connections}
     if parts.scheme in ("redis+sentinel", "rediss+sentinel"):
-        return _sentinel_client(parts, tls=parts.scheme.startswith("rediss"))
+        return _sentinel_client(parts, options, tls=parts.scheme.startswith("rediss"))
     if parts.scheme in ("redis+cluster", "rediss+cluster"):
-        return _cluster_client(parts, tls=parts.scheme.startswith("rediss"))
-    return Redis.from_url(url, health_check_interval=30, **CLIENT_OPTIONS)
+        return _cluster_client(parts, options, tls=parts.scheme.startswith("rediss"))
+    return Redis.from_url(url, health_check_interval=30, **options)
 
 
 def _hosts(netloc: str) -> tuple[str | None, str | None, list[tuple[str, int]]]:
@@ -62,7 +63,7 @@ def _hosts(netloc: str) -> tuple[str | None, str | None, list[tuple[str, int]]]:
     return unquote(username) or None, unquote(password) or None, nodes
 
 
-def _sentinel_client(parts: SplitResult, *, tls: bool) -> Redis:
+def _sentinel_client(parts: SplitResult, options: dict[str, Any], *, tls: bool) -> Redis:
     username, password, nodes = _hosts(parts.netloc)
     path = [p for p in parts.path.split("/") if p]
     if not path:
@@ -74,7 +75,7 @@ def _sentinel_client(parts: SplitResult, *, tls: bool) -> Redis:
         nodes,
         sentinel_kwargs={"password": sentinel_password, "socket_timeout": 5.0},
         ssl=tls,
-        **CLIENT_OPTIONS,
+        **options,
     )
     db = int(path[1]) if len(path) > 1 else 0
     master = sentinel.master_for(path[0], redis_class=Redis, db=db, username=username, password=password)
@@ -82,14 +83,14 @@ def _sentinel_client(parts: SplitResult, *, tls: bool) -> Redis:
     return cast(Redis, master)
 
 
-def _cluster_client(parts: SplitResult, *, tls: bool) -> Redis:
+def _cluster_client(parts: SplitResult, options: dict[str, Any], *, tls: bool) -> Redis:
     username, password, nodes = _hosts(parts.netloc)
     client = RedisCluster(
         startup_nodes=[ClusterNode(h, p) for h, p in nodes],
         username=username,
         password=password,
         ssl=tls,
-        **CLIENT_OPTIONS,
+        **options,
     )
     # Not a Redis subclass, but it answers every command the registry uses (one hash slot).
     return cast(Redis, client)
@@ -111,9 +112,9 @@ async def close_client(client: Redis) -> None:
             await node.aclose()
 
 
-async def connect(url: str, *, max_wait: float = 60.0) -> Redis:
+async def connect(url: str, *, max_connections: int = 64, max_wait: float = 60.0) -> Redis:
     """Return a client once Redis answers PING, retrying with jittered backoff for ``max_wait`` s."""
-    client = make_client(url)
+    client = make_client(url, max_connections)
     try:
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(TRANSIENT),
@@ -142,18 +143,29 @@ async def with_retry(call: Callable[[], Awaitable[T]], attempts: int = 3) -> T:
 
     Every script is safe to repeat: a registration repeated gets a new epoch with the same data,
     removals are fenced or idempotent, and a duplicated change-log entry is tolerated downstream.
+    The first attempt runs without tenacity: it is on every request's path.
     """
+    raise_if_cancelling()
+    try:
+        result = await call()
+    except TRANSIENT:
+        if attempts <= 1:
+            raise_if_cancelling()
+            raise
+    else:
+        raise_if_cancelling()  # redis-py may have swallowed our cancellation
+        return result
     try:
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type(TRANSIENT),
-            stop=stop_after_attempt(attempts),
+            stop=stop_after_attempt(attempts - 1),
             wait=wait_exponential_jitter(multiplier=0.05, max=0.5),
             reraise=True,
         ):
             with attempt:
                 raise_if_cancelling()
                 result = await call()
-                raise_if_cancelling()  # redis-py may have swallowed our cancellation
+                raise_if_cancelling()
                 return result
     except TRANSIENT as exc:
         raise_if_cancelling()

@@ -8,6 +8,7 @@ removal) live in :mod:`namesrv.registry.service`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,20 +58,32 @@ class RouteSnapshot:
 
 class RegistryStore:
     def __init__(
-        self, redis: Redis, keyspace: Keyspace, scripts: ScriptRegistry, events_max_len: int, worker_id: str
+        self,
+        redis: Redis,
+        keyspace: Keyspace,
+        scripts: ScriptRegistry,
+        events_max_len: int,
+        worker_id: str,
+        max_connections: int = 64,
     ) -> None:
         self.redis = redis
         self.k = keyspace
         self.scripts = scripts
         self.max_len = str(events_max_len)
         self.worker_id = worker_id
+        # At most this many calls hold a pooled connection; the rest wait their turn. A full pool
+        # would otherwise fail requests with "Too many connections" under load. A few connections
+        # stay free for the change feed and start-up.
+        self._gate = asyncio.Semaphore(max(1, max_connections - 8))
 
     async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return await with_retry(lambda: self.scripts.call(name, keys, args))
+        async with self._gate:
+            return await with_retry(lambda: self.scripts.call(name, keys, args))
 
     async def _q(self, command: Callable[[], Awaitable[Any]]) -> Any:
         """A plain read (the client decodes replies to str)."""
-        return await with_retry(command)
+        async with self._gate:
+            return await with_retry(command)
 
     async def check_schema(self) -> None:
         """Record our data layout version; refuse to run against a newer one."""
@@ -222,7 +235,8 @@ class RegistryStore:
             result: list[Any] = await pipe.execute()
             return result
 
-        results = await with_retry(run)
+        async with self._gate:
+            results = await with_retry(run)
         applied = all(int(r[0]) == 1 for r in results)
         return applied, sum(int(r[1]) for r in results), sum(int(r[2]) for r in results)
 
