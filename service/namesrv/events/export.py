@@ -69,7 +69,7 @@ class Gap:
     detected_at_ms: int
     after_id: str
     first_available_id: str
-    max_deleted_id: str
+    lost: str  # how many entries were lost ("" when unknown)
     certain: bool
     note: str
 
@@ -106,8 +106,9 @@ class Exporter:
     def checkpoint_path(self) -> Path:
         return self.meta / "checkpoint.json"
 
-    def read_checkpoint(self) -> tuple[str, int] | None:
-        """(last exported ID, events exported so far), or None before the first export."""
+    def read_checkpoint(self) -> tuple[str, int, int | None] | None:
+        """(last exported ID, events exported so far, the stream ordinal of the last exported
+        entry when known), or None before the first export."""
         try:
             data = orjson.loads(self.checkpoint_path.read_bytes())
         except FileNotFoundError:
@@ -121,12 +122,19 @@ class Exporter:
         try:
             last = str(data["last_id"])
             parse_id(last)
-            return last, int(data.get("exported", 0))
+            ordinal = data.get("ordinal")
+            return last, int(data.get("exported", 0)), None if ordinal is None else int(ordinal)
         except (KeyError, ValueError) as exc:
             raise ExportError(f"{self.checkpoint_path} has no valid last_id: {exc}") from exc
 
-    def write_checkpoint(self, last_id: str, exported: int) -> None:
-        body = {"stream": self.stream, "last_id": last_id, "exported": exported, "updated_at_ms": _now_ms()}
+    def write_checkpoint(self, last_id: str, exported: int, ordinal: int | None = None) -> None:
+        body = {
+            "stream": self.stream,
+            "last_id": last_id,
+            "exported": exported,
+            "ordinal": ordinal,
+            "updated_at_ms": _now_ms(),
+        }
         _atomic_write(self.checkpoint_path, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
 
     @contextlib.contextmanager
@@ -150,31 +158,39 @@ class Exporter:
             return None  # no such stream (yet)
         return {_text(k): v for k, v in info.items()}
 
-    def detect_gap(self, checkpoint: str | None) -> Gap | None:
-        """Events after ``checkpoint`` that the stream no longer holds. Exact with Redis >= 7
-        (``max-deleted-entry-id``); on 6.2, a missing checkpoint entry with later entries
-        present is reported as a possible gap."""
+    def first_ordinal(self) -> tuple[int | None, str]:
+        """(ordinal of the oldest entry still in the stream, its ID). Ordinals count every entry
+        ever added (1 = the first): Redis >= 7 reports ``entries-added``, and the service never
+        deletes entries from the middle, so oldest = entries-added - length + 1."""
         info = self._stream_info()
         if info is None:
-            return None
+            return None, ""
         first = info.get("first-entry")
         first_id = _text(first[0]) if first else ""
-        max_deleted = _text(info.get("max-deleted-entry-id") or "")
-        after = checkpoint or "0-0"
-        if max_deleted and max_deleted != "0-0":
-            if parse_id(max_deleted) > parse_id(after):
+        added = info.get("entries-added")
+        if added is None:
+            return None, first_id
+        return int(added) - int(info.get("length", 0)) + 1, first_id
+
+    def detect_gap(self, checkpoint: str | None, ordinal: int | None) -> Gap | None:
+        """Entries after ``checkpoint`` that the stream no longer holds. Exact with Redis >= 7
+        (entry ordinals); on 6.2 a trimmed checkpoint entry is reported as a possible gap."""
+        oldest, first_id = self.first_ordinal()
+        if oldest is not None:
+            expected = 1 if checkpoint is None else (ordinal + 1 if ordinal is not None else None)
+            if expected is not None and oldest > expected:
+                lost = oldest - expected
                 note = (
-                    "the stream was trimmed past the checkpoint: events were lost"
+                    f"the stream was trimmed past the checkpoint: {lost} events were lost"
                     if checkpoint
-                    else "first export: the stream's oldest events were already trimmed"
+                    else f"first export: the stream's {lost} oldest events were already trimmed"
                 )
-                return Gap(self.stream, _now_ms(), after, first_id, max_deleted, True, note)
+                return Gap(self.stream, _now_ms(), checkpoint or "0-0", first_id, str(lost), True, note)
             return None
         if checkpoint and first_id and parse_id(first_id) > parse_id(checkpoint):
-            still_there = self.client.xrange(self.stream, min=checkpoint, max=checkpoint, count=1)
-            if not still_there:
+            if not self.client.xrange(self.stream, min=checkpoint, max=checkpoint, count=1):
                 note = "checkpoint entry trimmed (Redis < 7 cannot tell whether later ones were)"
-                return Gap(self.stream, _now_ms(), after, first_id, "", False, note)
+                return Gap(self.stream, _now_ms(), checkpoint, first_id, "", False, note)
         return None
 
     def record_gap(self, gap: Gap) -> None:
@@ -201,22 +217,24 @@ class Exporter:
         result = ExportResult(gaps=[])
         with self.locked():
             saved = self.read_checkpoint()
-            checkpoint, total = saved if saved else (None, 0)
-            gap = self.detect_gap(checkpoint)
+            checkpoint, total, ordinal = saved if saved else (None, 0, None)
+            gap = self.detect_gap(checkpoint, ordinal)
             if gap is not None:
                 (log.error if gap.certain or checkpoint else log.warning)(
-                    "change-log gap on %s after %s: %s (oldest available %s, max deleted %s)",
+                    "change-log gap on %s after %s: %s (oldest available %s, lost %s)",
                     self.stream,
                     gap.after_id,
                     gap.note,
                     gap.first_available_id or "-",
-                    gap.max_deleted_id or "-",
+                    gap.lost or "?",
                 )
                 self.record_gap(gap)
                 if checkpoint is not None:
                     assert result.gaps is not None
                     result.gaps.append(gap)
             last = checkpoint or "0-0"
+            if ordinal is None or gap is not None:
+                ordinal = None  # re-anchored on the first entry read below
             while not max_events or result.exported < max_events:
                 count = self.batch if not max_events else min(self.batch, max_events - result.exported)
                 raw = self.client.xrange(self.stream, min="(" + last, max="+", count=count)
@@ -226,10 +244,15 @@ class Exporter:
                     (_text(entry_id), {_text(k): _text(v) for k, v in fields.items()})
                     for entry_id, fields in raw
                 ]
+                if ordinal is None:
+                    oldest, first_id = self.first_ordinal()
+                    ordinal = None if oldest is None or first_id != entries[0][0] else oldest - 1
                 result.files += self.write_batch(entries)
                 last = entries[-1][0]
                 result.exported += len(entries)
-                self.write_checkpoint(last, total + result.exported)
+                if ordinal is not None:
+                    ordinal += len(entries)
+                self.write_checkpoint(last, total + result.exported, ordinal)
                 if len(entries) < count:
                     break
             result.last_id = last

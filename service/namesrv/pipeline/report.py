@@ -391,13 +391,13 @@ class Report:
         md.append("\n## Export gaps\n\n")
         md.append(
             table(
-                ["detected (UTC)", "after id", "first available id", "max deleted id", "certain", "note"],
+                ["detected (UTC)", "after id", "first available id", "events lost", "certain", "note"],
                 [
                     [
                         ts(g["detected_at_ms"]),
                         g["after_id"],
                         g["first_available_id"],
-                        g["max_deleted_id"],
+                        g["lost"],
                         g["certain"],
                         g["note"],
                     ]

@@ -110,7 +110,7 @@ EXPORT_GAP = _s(
     ("detected_at_ms", LONG),
     ("after_id", STR),
     ("first_available_id", STR),
-    ("max_deleted_id", STR),
+    ("lost", STR),
     ("certain", BOOL),
     ("note", STR),
 )
