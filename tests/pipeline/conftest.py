@@ -10,9 +10,9 @@ pytest.importorskip("pyspark", reason="the pipeline extra is not installed")
 if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
     pytest.skip("no Java runtime for Spark", allow_module_level=True)
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
-from namesrv.pipeline.spark import build_session  # noqa: E402
+from namesrv.pipeline.spark import build_session
 
 
 @pytest.fixture(scope="session")

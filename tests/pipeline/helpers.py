@@ -18,7 +18,9 @@ def lines_df(spark: SparkSession, lines: Sequence[str], source: str = "mem.jsonl
     return spark.createDataFrame([(line, source) for line in lines], "value string, source_file string")
 
 
-def parse_lines(spark: SparkSession, lines: Sequence[str], max_skew_ms: int = 60_000) -> tuple[DataFrame, DataFrame]:
+def parse_lines(
+    spark: SparkSession, lines: Sequence[str], max_skew_ms: int = 60_000
+) -> tuple[DataFrame, DataFrame]:
     """(events, rejects) exactly as stage 1 of the job builds them."""
     checked = lines_df(spark, lines).transform(parse.check_lines(max_skew_ms)).cache()
     events, duplicates = parse.split_duplicates(parse.valid_lines(checked))

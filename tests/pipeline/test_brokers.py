@@ -10,7 +10,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from namesrv.pipeline import brokers
 from namesrv.pipeline import schemas as S
-from tests.pipeline.helpers import QUEUE, T0, S as SEC, new_log, parse_lines
+from tests.pipeline.helpers import QUEUE, T0, new_log, parse_lines
+from tests.pipeline.helpers import S as SEC
 
 pytestmark = pytest.mark.spark
 A, B = "10.0.0.1:10911", "10.0.0.2:10911"  # broker-a master and slave
@@ -56,12 +57,77 @@ def timeline(events: DataFrame) -> DataFrame:
 def test_sessions_and_how_they_ended(spark: SparkSession, timeline: DataFrame) -> None:
     expected = spark.createDataFrame(
         [
-            # cluster, addr, no, name, id, start, before_log, end, kind, end_event, last, deadline, timeout, n, dur
-            ("c1", A, 1, "broker-a", 0, at(0), False, at(8), "unregister", at(8), at(3), at(13), 10_000, 2, 8_000),
-            ("c1", A, 2, "broker-a", 0, at(20), False, at(35), "close", at(35), at(33), at(43), 10_000, 3, 15_000),
-            ("c1", A, 3, "broker-a", 0, at(40), False, at(50), "lapsed", None, at(40), at(50), 10_000, 1, 10_000),
+            # cluster, addr, no, name, id, start, before_log, end, kind, end event, last refresh,
+            # last deadline, timeout, refreshes, duration
+            (
+                "c1",
+                A,
+                1,
+                "broker-a",
+                0,
+                at(0),
+                False,
+                at(8),
+                "unregister",
+                at(8),
+                at(3),
+                at(13),
+                10_000,
+                2,
+                8_000,
+            ),
+            (
+                "c1",
+                A,
+                2,
+                "broker-a",
+                0,
+                at(20),
+                False,
+                at(35),
+                "close",
+                at(35),
+                at(33),
+                at(43),
+                10_000,
+                3,
+                15_000,
+            ),
+            (
+                "c1",
+                A,
+                3,
+                "broker-a",
+                0,
+                at(40),
+                False,
+                at(50),
+                "lapsed",
+                None,
+                at(40),
+                at(50),
+                10_000,
+                1,
+                10_000,
+            ),
             ("c1", A, 4, "broker-a", 0, at(60), False, None, "open", None, at(65), at(75), 10_000, 2, None),
-            ("c1", B, 1, "broker-a", 1, at(1), False, at(19), "expire", at(21), at(9), at(19), 10_000, 3, 18_000),
+            (
+                "c1",
+                B,
+                1,
+                "broker-a",
+                1,
+                at(1),
+                False,
+                at(19),
+                "expire",
+                at(21),
+                at(9),
+                at(19),
+                10_000,
+                3,
+                18_000,
+            ),
         ],
         S.SESSIONS,
     )
@@ -86,7 +152,9 @@ def test_heartbeat_gaps_against_the_timeout(spark: SparkSession, timeline: DataF
         S.HEARTBEAT_GAPS,
     )
     assertDataFrameEqual(timeline.transform(brokers.heartbeat_gaps(0.75)), expected)
-    histogram = spark.createDataFrame([(0.2, 1), (0.3, 1), (0.4, 2), (0.5, 1), (1.1, 1)], S.HEARTBEAT_GAP_HISTOGRAM)
+    histogram = spark.createDataFrame(
+        [(0.2, 1), (0.3, 1), (0.4, 2), (0.5, 1), (1.1, 1)], S.HEARTBEAT_GAP_HISTOGRAM
+    )
     assertDataFrameEqual(brokers.gap_histogram(timeline), histogram, checkRowOrder=False, atol=1e-9)
 
 
@@ -97,7 +165,9 @@ def test_flapping_counts_sessions_per_hour_above_the_bound(spark: SparkSession, 
     assert sessions.transform(brokers.flapping(4)).count() == 0
 
 
-def test_broker_daily_availability_and_removals(spark: SparkSession, events: DataFrame, timeline: DataFrame) -> None:
+def test_broker_daily_availability_and_removals(
+    spark: SparkSession, events: DataFrame, timeline: DataFrame
+) -> None:
     sessions = timeline.transform(brokers.sessions())
     up = timeline.transform(brokers.up_intervals(END))
     day = dt.date(2026, 11, 1)

@@ -74,8 +74,9 @@ class ServiceDriver:
         seconds, micros = await self.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000
 
-    async def register(self, name: str, addr: str, topics: list[str], timeout: int | None = None) -> None:
-        _, reg = await self.service.register_broker(register(CLUSTER, name, addr, 0, topics, timeout=timeout))
+    async def register(self, name: str, addr: str, topics: list[str], timeout_ms: int | None = None) -> None:
+        request = register(CLUSTER, name, addr, 0, topics, timeout=timeout_ms)
+        _, reg = await self.service.register_broker(request)
         assert reg is not None
         self.epochs[addr] = reg.epoch
 
@@ -92,7 +93,9 @@ class ServiceDriver:
         assert await self.service.unregister_broker(CLUSTER, addr, name, 0)
 
     async def stale_close(self, name: str, addr: str, epoch: int) -> None:
-        assert not await self.service.unregister_broker(CLUSTER, addr, name, 0, fence_epoch=epoch, reason="close")
+        assert not await self.service.unregister_broker(
+            CLUSTER, addr, name, 0, fence_epoch=epoch, reason="close"
+        )
 
     async def look(self) -> None:
         """Record every topic's route with the server time around it. Times have millisecond
@@ -115,8 +118,8 @@ async def test_export_pipeline_and_as_of_match_the_live_service(
     driver: ServiceDriver, spark: SparkSession, redis_url: str, namespace: str, tmp_path: Path
 ) -> None:
     d = driver
-    await d.register("broker-a", A, ["TopicA", "TopicShared"], timeout=1000)  # expires below
-    await d.register("broker-b", B, ["TopicB", "TopicShared"], timeout=60_000)
+    await d.register("broker-a", A, ["TopicA", "TopicShared"], timeout_ms=1000)  # expires below
+    await d.register("broker-b", B, ["TopicB", "TopicShared"], timeout_ms=60_000)
     await d.look()
     await d.heartbeat(A)
     await d.wipe("broker-b")
@@ -126,12 +129,12 @@ async def test_export_pipeline_and_as_of_match_the_live_service(
     assert await d.sweep() == 1
     await d.look()
     await d.wipe("broker-b", wipe=False)
-    await d.register("broker-a", A, ["TopicA", "TopicShared"], timeout=60_000)
+    await d.register("broker-a", A, ["TopicA", "TopicShared"], timeout_ms=60_000)
     await d.look()
     old_epoch = d.epochs[B]
     await d.unregister("broker-b", B)
     await d.look()
-    await d.register("broker-b", B, ["TopicB", "TopicShared"], timeout=60_000)
+    await d.register("broker-b", B, ["TopicB", "TopicShared"], timeout_ms=60_000)
     await d.stale_close("broker-b", B, old_epoch)
     await d.look()
 
@@ -172,7 +175,11 @@ async def test_export_pipeline_and_as_of_match_the_live_service(
     events = io.read_table(spark, cfg.output, "events", S.EVENTS)
     kinds = {r["kind"]: r["count"] for r in events.groupBy("kind").count().collect()}
     assert kinds == kinds | {"expire": 1, "unregister": 1, "fenced": 1, "wipePerm": 1, "addPerm": 1}
-    sessions = io.read_table(spark, cfg.output, "sessions", S.SESSIONS).orderBy("broker_addr", "session_no").collect()
+    sessions = (
+        io.read_table(spark, cfg.output, "sessions", S.SESSIONS)
+        .orderBy("broker_addr", "session_no")
+        .collect()
+    )
     assert [(s["broker_addr"], s["end_kind"]) for s in sessions] == [
         (A, "expire"),
         (A, "open"),
@@ -183,7 +190,9 @@ async def test_export_pipeline_and_as_of_match_the_live_service(
     assert sessions[0]["end_ts"] == expire["deadline"] < expire["ts"]  # ended at its deadline, swept later
     assert sessions[0]["end_ts"] == sessions[0]["last_deadline"]
     daily = io.read_table(spark, cfg.output, "broker_daily", S.BROKER_DAILY)
-    totals = daily.groupBy("broker_addr").agg(*[F.sum(c).alias(c) for c in ("expiries", "unregisters", "fenced")])
+    totals = daily.groupBy("broker_addr").agg(
+        *[F.sum(c).alias(c) for c in ("expiries", "unregisters", "fenced")]
+    )
     assert {r["broker_addr"]: (r["expiries"], r["unregisters"], r["fenced"]) for r in totals.collect()} == {
         A: (1, 0, 0),
         B: (0, 1, 1),

@@ -35,7 +35,11 @@ def stream(client: redis.Redis) -> Iterator[str]:
 def add(client: redis.Redis, stream: str, n: int, start: int = 0) -> list[str]:
     ids = []
     for i in range(start, start + n):
-        ids.append(client.xadd(stream, {"kind": "kvPut", "ts": "1", "namespace": "ns", "key": f"k{i}", "value": "é"}).decode())
+        ids.append(
+            client.xadd(
+                stream, {"kind": "kvPut", "ts": "1", "namespace": "ns", "key": f"k{i}", "value": "é"}
+            ).decode()
+        )
     return ids
 
 
@@ -46,7 +50,9 @@ def exported(out: Path) -> list[str]:
     return ids
 
 
-def test_export_twice_in_a_row_writes_each_entry_once(client: redis.Redis, stream: str, tmp_path: Path) -> None:
+def test_export_twice_in_a_row_writes_each_entry_once(
+    client: redis.Redis, stream: str, tmp_path: Path
+) -> None:
     ids = add(client, stream, 25)
     first = Exporter(client, stream, tmp_path, batch=10).run()
     assert (first.exported, first.files, first.last_id) == (25, 3, ids[-1])
@@ -93,7 +99,9 @@ def test_a_trimmed_stream_is_reported_as_a_gap(client: redis.Redis, stream: str,
     assert not Exporter(client, stream, tmp_path).run().gap_found  # reported once
 
 
-def test_a_second_export_into_the_same_folder_is_refused(client: redis.Redis, stream: str, tmp_path: Path) -> None:
+def test_a_second_export_into_the_same_folder_is_refused(
+    client: redis.Redis, stream: str, tmp_path: Path
+) -> None:
     add(client, stream, 2)
     exporter = Exporter(client, stream, tmp_path)
     with exporter.locked(), pytest.raises(ExportError, match="another export"):
@@ -104,7 +112,9 @@ def test_a_second_export_into_the_same_folder_is_refused(client: redis.Redis, st
         Exporter(client, other, tmp_path).run()
 
 
-def test_cli_export(redis_url: str, client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_export(
+    redis_url: str, client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ns = f"t-{uuid.uuid4().hex[:10]}"
     stream = Keyspace(ns).events
     add(client, stream, 3)

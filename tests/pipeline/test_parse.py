@@ -10,7 +10,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tests.pipeline.helpers import QUEUE, T0, S as SEC, new_log, parse_lines
+from tests.pipeline.helpers import QUEUE, T0, new_log, parse_lines
+from tests.pipeline.helpers import S as SEC
 
 pytestmark = pytest.mark.spark
 A = "10.0.0.1:10911"
@@ -44,7 +45,18 @@ def test_valid_events_are_typed(spark: SparkSession) -> None:
     reg.unregister(T0 + 2 * SEC, "c1", A, "broker-a", 0)
     events, rejects = parse_lines(spark, log.lines)
     assert rejects.count() == 0
-    cols = ["id", "ts", "day", "kind", "broker_id", "epoch", "deadline", "timeout_ms", "new_session", "name_removed"]
+    cols = [
+        "id",
+        "ts",
+        "day",
+        "kind",
+        "broker_id",
+        "epoch",
+        "deadline",
+        "timeout_ms",
+        "new_session",
+        "name_removed",
+    ]
     expected = spark.createDataFrame(
         [
             (f"{T0}-0", T0, DAY, "register", 0, 1, T0 + 10 * SEC, 10_000, True, None),
@@ -57,7 +69,9 @@ def test_valid_events_are_typed(spark: SparkSession) -> None:
         "timeout_ms long, new_session boolean, name_removed boolean",
     )
     assertDataFrameEqual(events.select(*cols), expected)
-    queues = events.select("kind", F.col("queue_upserts")["topic"].alias("t"), "queue_removals", "broker_data")
+    queues = events.select(
+        "kind", F.col("queue_upserts")["topic"].alias("t"), "queue_removals", "broker_data"
+    )
     rows = {r["kind"]: r for r in queues.collect()}
     assert rows["registerQueues"]["t"] == ["TopicA"]
     assert rows["cleanQueues"]["queue_removals"] == ["TopicA"]
@@ -99,7 +113,9 @@ def test_every_bad_line_is_rejected_with_a_reason(spark: SparkSession) -> None:
         entry(f"{T0 + 6 * SEC}-0", **heartbeat_fields(T0 + 6 * SEC - 120 * SEC)),  # ts far from the id
         good,  # the same line twice
         entry(f"{T0 + 7 * SEC}-0", **heartbeat_fields(T0 + 7 * SEC)),
-        entry(f"{T0 + 7 * SEC}-0", **(heartbeat_fields(T0 + 7 * SEC) | {"via": "w2"})),  # same id, other content
+        entry(
+            f"{T0 + 7 * SEC}-0", **(heartbeat_fields(T0 + 7 * SEC) | {"via": "w2"})
+        ),  # same id, other content
     ]
     events, rejects = parse_lines(spark, lines)
     assert sorted(r["id"] for r in events.select("id").collect()) == [f"{T0}-0", f"{T0 + 7 * SEC}-0"]
@@ -113,9 +129,17 @@ def test_every_bad_line_is_rejected_with_a_reason(spark: SparkSession) -> None:
             (f"{T0 + 3 * SEC}-0", "bad_number", "ts"),
             (f"{T0 + 4 * SEC}-0", "bad_value", "result"),
             (f"{T0 + 5 * SEC}-0", "bad_json", "upserted"),
-            (f"{T0 + 6 * SEC}-0", "out_of_order", f"ts {T0 - 114 * SEC} is 120000 ms away from its stream id time"),
+            (
+                f"{T0 + 6 * SEC}-0",
+                "out_of_order",
+                f"ts {T0 - 114 * SEC} is 120000 ms away from its stream id time",
+            ),
             (f"{T0}-0", "duplicate", "identical copy 2 of 2"),
-            (f"{T0 + 7 * SEC}-0", "duplicate_conflict", "same id as a kept line with different content (2 variants)"),
+            (
+                f"{T0 + 7 * SEC}-0",
+                "duplicate_conflict",
+                "same id as a kept line with different content (2 variants)",
+            ),
         ],
         "id string, reason string, detail string",
     )

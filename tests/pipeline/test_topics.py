@@ -8,7 +8,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from namesrv.pipeline import brokers, topics
 from namesrv.pipeline import schemas as S
-from tests.pipeline.helpers import QUEUE, T0, S as SEC, new_log, parse_lines
+from tests.pipeline.helpers import QUEUE, T0, new_log, parse_lines
+from tests.pipeline.helpers import S as SEC
 
 pytestmark = pytest.mark.spark
 A, C = "10.0.0.1:10911", "10.0.1.1:10911"  # masters of broker-a and broker-b
@@ -48,7 +49,9 @@ def up(events: DataFrame) -> DataFrame:
     return brokers.member_timeline(events).transform(brokers.up_intervals(END)).cache()
 
 
-def test_writability_intervals_and_their_causes(spark: SparkSession, events: DataFrame, up: DataFrame) -> None:
+def test_writability_intervals_and_their_causes(
+    spark: SparkSession, events: DataFrame, up: DataFrame
+) -> None:
     intervals = topics.queue_changes(events).transform(topics.queue_intervals(END))
     expected = spark.createDataFrame(
         [
@@ -71,19 +74,29 @@ def _route(as_of: float, rows: list[tuple[str, str, str, int]]) -> list[tuple[ob
 @pytest.mark.parametrize(
     ("as_of", "rows"),
     [
-        (10, [("TopicOne", "broker-a", A, 6), ("TopicTwo", "broker-a", A, 6), ("TopicTwo", "broker-b", C, 6)]),
+        (
+            10,
+            [("TopicOne", "broker-a", A, 6), ("TopicTwo", "broker-a", A, 6), ("TopicTwo", "broker-b", C, 6)],
+        ),
         # 16 s: broker-a is past its deadline but not swept yet: the read path hides it, and
         # TopicOne (no other broker) has no route at all
         (16, [("TopicTwo", "broker-b", C, 6)]),
-        (31, [("TopicOne", "broker-a", A, 4), ("TopicTwo", "broker-a", A, 4), ("TopicTwo", "broker-b", C, 6)]),
+        (
+            31,
+            [("TopicOne", "broker-a", A, 4), ("TopicTwo", "broker-a", A, 4), ("TopicTwo", "broker-b", C, 6)],
+        ),
     ],
 )
-def test_route_as_of(spark: SparkSession, events: DataFrame, as_of: float, rows: list[tuple[str, str, str, int]]) -> None:
+def test_route_as_of(
+    spark: SparkSession, events: DataFrame, as_of: float, rows: list[tuple[str, str, str, int]]
+) -> None:
     expected = spark.createDataFrame(_route(as_of, rows), S.ROUTE_AS_OF)
     assertDataFrameEqual(events.transform(topics.route_as_of(at(as_of))), expected)
 
 
-def test_registry_size_at_the_end_of_each_bucket(spark: SparkSession, events: DataFrame, up: DataFrame) -> None:
+def test_registry_size_at_the_end_of_each_bucket(
+    spark: SparkSession, events: DataFrame, up: DataFrame
+) -> None:
     changes = topics.queue_changes(events)
     expected = spark.createDataFrame(
         [

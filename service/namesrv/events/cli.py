@@ -68,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         client.close()
     print(
-        f"exported {result.exported} events in {result.files} files from {stream} to {args.out}; last id {result.last_id}"
+        f"exported {result.exported} events in {result.files} files from {stream} to {args.out}; "
+        f"last id {result.last_id}"
     )
     if result.gap_found:
         print(f"namesrv events export: EVENTS WERE LOST, see {args.out}/_export/gaps.jsonl", file=sys.stderr)

@@ -117,7 +117,8 @@ class Exporter:
             raise ExportError(f"{self.checkpoint_path} is not valid JSON: {exc}") from exc
         if data.get("stream") != self.stream:
             raise ExportError(
-                f"{self.out} holds an export of {data.get('stream')!r}, not {self.stream!r}; use another --out"
+                f"{self.out} holds an export of {data.get('stream')!r}, not {self.stream!r}: "
+                "use another --out"
             )
         try:
             last = str(data["last_id"])
@@ -187,10 +188,14 @@ class Exporter:
                 )
                 return Gap(self.stream, _now_ms(), checkpoint or "0-0", first_id, str(lost), True, note)
             return None
-        if checkpoint and first_id and parse_id(first_id) > parse_id(checkpoint):
-            if not self.client.xrange(self.stream, min=checkpoint, max=checkpoint, count=1):
-                note = "checkpoint entry trimmed (Redis < 7 cannot tell whether later ones were)"
-                return Gap(self.stream, _now_ms(), checkpoint, first_id, "", False, note)
+        if (
+            checkpoint
+            and first_id
+            and parse_id(first_id) > parse_id(checkpoint)
+            and not self.client.xrange(self.stream, min=checkpoint, max=checkpoint, count=1)
+        ):
+            note = "checkpoint entry trimmed (Redis < 7 cannot tell whether later ones were)"
+            return Gap(self.stream, _now_ms(), checkpoint, first_id, "", False, note)
         return None
 
     def record_gap(self, gap: Gap) -> None:
@@ -241,7 +246,7 @@ class Exporter:
                 if not raw:
                     break
                 entries = [
-                    (_text(entry_id), {_text(k): _text(v) for k, v in fields.items()})
+                    (_text(entry_id), {_text(k): _text(v) for k, v in (fields or {}).items()})
                     for entry_id, fields in raw
                 ]
                 if ordinal is None:

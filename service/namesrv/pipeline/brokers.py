@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from namesrv.pipeline import schemas as S
@@ -35,7 +35,7 @@ HOUR_MS = 3_600_000
 ORDER = ("id_ms", "id_seq")
 
 
-def _member_window() -> Window:
+def _member_window() -> WindowSpec:
     return Window.partitionBy(*MEMBER).orderBy(*ORDER)
 
 

@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for f in fields(FleetSpec):
         if f.name != "max_events":
-            gen.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None, dest=f.name)  # type: ignore[arg-type]
+            gen.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=None, dest=f.name)
     return parser
 
 

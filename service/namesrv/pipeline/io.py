@@ -70,7 +70,7 @@ def replace_dir(spark: SparkSession, src: str, dst: str) -> None:
 def _fs_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
     target = jvm.org.apache.hadoop.fs.Path(path)
     return target.getFileSystem(conf), target
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from namesrv.pipeline import brokers, io, parse, topics
 from namesrv.pipeline import schemas as S
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 HOUR_MS = 3_600_000
 
 # Every table the job writes, with its schema (docs/PIPELINE.md describes each).
-TABLES: dict[str, S.StructType] = {
+TABLES: dict[str, StructType] = {
     "events": S.EVENTS,
     "rejects": S.REJECTS,
     "export_gaps": S.EXPORT_GAP,
@@ -129,9 +130,7 @@ def answers(spark: SparkSession, cfg: PipelineConfig, summary: RunSummary) -> No
     try:
         _write(timeline.transform(brokers.sessions()), out, "sessions")
         _write(timeline.transform(brokers.up_intervals(end)), out, "up_intervals")
-        _write(
-            timeline.transform(brokers.heartbeat_gaps(cfg.risk_ratio)).coalesce(1), out, "heartbeat_gaps"
-        )
+        _write(timeline.transform(brokers.heartbeat_gaps(cfg.risk_ratio)).coalesce(1), out, "heartbeat_gaps")
         _write(brokers.gap_histogram(timeline).coalesce(1), out, "heartbeat_gap_histogram")
     finally:
         timeline.unpersist()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from namesrv.pipeline import schemas as S
 
@@ -123,11 +124,13 @@ def _bad_json() -> Column:
         ups.isNull()
         | ~F.forall(
             ups,
-            lambda e: (e["n"] == 2)
-            & e["topic"].isNotNull()
-            & e["qd"].isNotNull()
-            & e["qd"]["perm"].isNotNull()
-            & e["qd"]["brokerName"].isNotNull(),
+            lambda e: (
+                (e["n"] == 2)
+                & e["topic"].isNotNull()
+                & e["qd"].isNotNull()
+                & e["qd"]["perm"].isNotNull()
+                & e["qd"]["brokerName"].isNotNull()
+            ),
         )
     )
     bad_removed = kind.isin("registerQueues", "cleanQueues") & F.col("_removed").isNull()
@@ -171,13 +174,19 @@ def check_lines(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
             _num("ts").alias("ts"),
             F.when(queue_kind, _parsed_upserts()).alias("_ups"),
             _parsed_broker_data().alias("_bd"),
-            F.when(kind.isin("registerQueues", "cleanQueues"), F.from_json(_f("removed"), S.NAMES_JSON)).alias(
-                "_removed"
+            F.when(
+                kind.isin("registerQueues", "cleanQueues"), F.from_json(_f("removed"), S.NAMES_JSON)
+            ).alias("_removed"),
+            F.when(kind == "topicDelete", F.from_json(_f("brokerNames"), S.NAMES_JSON)).alias(
+                "_broker_names"
             ),
-            F.when(kind == "topicDelete", F.from_json(_f("brokerNames"), S.NAMES_JSON)).alias("_broker_names"),
         )
-        id_ok = F.concat(F.col("_id_ms").cast("string"), F.lit("-"), F.col("_id_seq").cast("string")) == F.col("id")
-        df = df.withColumn("id_ms", F.when(id_ok, F.col("_id_ms"))).withColumn("id_seq", F.when(id_ok, F.col("_id_seq")))
+        id_ok = F.concat(
+            F.col("_id_ms").cast("string"), F.lit("-"), F.col("_id_seq").cast("string")
+        ) == F.col("id")
+        df = df.withColumn("id_ms", F.when(id_ok, F.col("_id_ms"))).withColumn(
+            "id_seq", F.when(id_ok, F.col("_id_seq"))
+        )
         k, key = F.col("kind"), F.col("_key")
         ok = key == "register:ok"
 
@@ -215,7 +224,11 @@ def check_lines(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
             (F.col("corrupt").isNotNull(), "corrupt_line", F.lit("not a JSON object {id, fields{...}}")),
             (F.col("id").isNull(), "missing_field", F.lit("id")),
             (F.col("_no_fields"), "missing_field", F.lit("fields")),
-            (F.col("id_ms").isNull() | F.col("id_seq").isNull(), "bad_id", F.concat(F.lit("id="), F.col("id"))),
+            (
+                F.col("id_ms").isNull() | F.col("id_seq").isNull(),
+                "bad_id",
+                F.concat(F.lit("id="), F.col("id")),
+            ),
             (k.isNull(), "missing_field", F.lit("kind")),
             (~k.isin(*KNOWN_KINDS), "unknown_kind", F.concat(F.lit("kind="), k)),
             (_f("ts").isNull(), "missing_field", F.lit("ts")),
@@ -367,6 +380,6 @@ def line_rejects(checked: DataFrame) -> DataFrame:
     )
 
 
-def conform(df: DataFrame, schema: S.StructType) -> DataFrame:
+def conform(df: DataFrame, schema: StructType) -> DataFrame:
     """Select the schema's columns in its order, cast to its types (fails on a missing column)."""
     return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])

@@ -17,17 +17,26 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.colors import LinearSegmentedColormap  # noqa: E402
-from pyspark.sql import DataFrame, Row, SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+from matplotlib.colors import LinearSegmentedColormap
+from matplotlib.patches import Rectangle
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 
-from namesrv.pipeline import io  # noqa: E402
+from namesrv.pipeline import io
 
 TOP = 20
 TIMELINE_TOPICS = 15
 CAUSE_COLORS = {"no_live_master": "#d62728", "no_writable_queue": "#ff7f0e"}
+
+
+def _num(when: datetime) -> float:
+    return float(mdates.date2num(when))  # type: ignore[no-untyped-call]
+
+
+def _fmt(pattern: str, tz: Any) -> Any:
+    return mdates.DateFormatter(pattern, tz=tz)  # type: ignore[no-untyped-call]
 
 
 def ts(ms: int | None) -> str:
@@ -127,17 +136,17 @@ class Report:
         for i, topic in enumerate(topics):
             for cause, color in CAUSE_COLORS.items():
                 spans = [
-                    (mdates.date2num(_dt(r["start_ts"])), max(r["duration_ms"], 1) / 86_400_000)
+                    (_num(_dt(r["start_ts"])), max(r["duration_ms"], 1) / 86_400_000)
                     for r in rows
                     if r["topic"] == topic and r["cause"] == cause
                 ]
                 if spans:
                     ax.broken_barh(spans, (i - 0.35, 0.7), facecolors=color, edgecolor=color, linewidth=1.5)
         ax.set_yticks(range(len(topics)), topics, fontsize=7)
-        ax.set_xlim(mdates.date2num(_dt(first)), mdates.date2num(_dt(last)))
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))
+        ax.set_xlim(_num(_dt(first)), _num(_dt(last)))
+        ax.xaxis.set_major_formatter(_fmt("%m-%d %H:%M", tz=UTC))
         ax.set_title("Topics without a writable master queue (top topics by total time)")
-        handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in CAUSE_COLORS.values()]
+        handles = [Rectangle((0, 0), 1, 1, color=c) for c in CAUSE_COLORS.values()]
         ax.legend(handles, list(CAUSE_COLORS), loc="upper right", fontsize=8)
         fig.autofmt_xdate()
         return self._save(fig, "topic-writability.png")
@@ -155,7 +164,7 @@ class Report:
             bottom.step(x, [r[col] for r in rows], where="post", label=col)
         bottom.set_ylabel("count")
         bottom.legend(fontsize=8, loc="lower right")
-        bottom.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d %H:%M", tz=UTC))
+        bottom.xaxis.set_major_formatter(_fmt("%m-%d %H:%M", tz=UTC))
         top.set_title("Registry size at the end of each bucket")
         fig.autofmt_xdate()
         return self._save(fig, "registry-size.png")
@@ -350,10 +359,10 @@ class Report:
         if size_png:
             md.append(f"![registry size]({size_png})\n")
         if size:
-            peak = max(size, key=lambda r: r["queues"])
+            peak, end = max(size, key=lambda r: r["queues"]), size[-1]
             md.append(
-                f"\nAt the end of the log: {size[-1]['clusters']} clusters, {size[-1]['broker_names']} broker names, "
-                f"{size[-1]['live_brokers']} visible brokers, {size[-1]['topics']:,} topics, {size[-1]['queues']:,} queues "
+                f"\nAt the end of the log: {end['clusters']} clusters, {end['broker_names']} broker names, "
+                f"{end['live_brokers']} visible brokers, {end['topics']:,} topics, {end['queues']:,} queues "
                 f"(peak {peak['queues']:,} queues at {ts(peak['bucket_start_ts'])}).\n"
             )
         if as_of:
@@ -381,10 +390,13 @@ class Report:
                 )
             )
         md.append("\n## Rejected lines\n\n")
-        md.append(table(["reason", "lines", "example id", "example detail"], [
-            [r["reason"], f"{int(r['n']):,}", *next(([e["id"], e["detail"]] for e in examples if e["reason"] == r["reason"]), ["", ""])]
-            for r in by_reason
-        ]))  # fmt: skip
+        example = {e["reason"]: (e["id"], e["detail"]) for e in examples}
+        md.append(
+            table(
+                ["reason", "lines", "example id", "example detail"],
+                [[r["reason"], f"{int(r['n']):,}", *example.get(r["reason"], ("", ""))] for r in by_reason],
+            )
+        )
         md.append(
             "\nEvery rejected line is in the `rejects` table with its reason, detail and source file.\n"
         )

@@ -132,7 +132,17 @@ QUEUE_UPSERT = _s(
     ("topic_sys_flag", INT),
 )
 # Fields kept as they are (diagnostics); null when the event does not carry them.
-EXTRA_FIELDS = ("dataVersion", "haServerAddr", "final", "chunk", "count", "namespace", "key", "value", "changes")
+EXTRA_FIELDS = (
+    "dataVersion",
+    "haServerAddr",
+    "final",
+    "chunk",
+    "count",
+    "namespace",
+    "key",
+    "value",
+    "changes",
+)
 EXTRA = _s(*[(name, STR) for name in EXTRA_FIELDS])
 EVENTS = _s(
     ("id", STR, False),

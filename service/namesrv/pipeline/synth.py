@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
@@ -631,11 +631,11 @@ class ShardWriter:
         self.rng = random.Random(f"bad/{seed}/{shard}")
         self.bad_rate = bad_rate
         self.hour = -1
-        self.file: IO[bytes] | None = None
+        self.file: gzip.GzipFile | None = None
         self.events = 0
         self.bad = 0
 
-    def _roll(self, ts: int) -> IO[bytes]:
+    def _roll(self, ts: int) -> gzip.GzipFile:
         hour = ts // 3_600_000
         if self.file is None or hour != self.hour:
             self.close()
@@ -644,7 +644,8 @@ class ShardWriter:
             folder = self.out / f"day={when:%Y-%m-%d}"
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"part-{self.shard:02d}-{when:%H}.jsonl.gz"
-            self.file = gzip.open(path, "wb", compresslevel=1)  # noqa: SIM115 - closed by close()
+            self.file = gzip.GzipFile(path, "wb", compresslevel=1)
+        assert self.file is not None
         return self.file
 
     def __call__(self, ts: int, kind: str, fields: Fields) -> None:
