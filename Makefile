@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,pipeline
 
-.PHONY: help install run test lint format typecheck clean  ## (targets)
+.PHONY: help install run test lint format typecheck clean bench-pipeline  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -31,6 +31,9 @@ lint: install  ## ruff + mypy
 	$(BIN)/ruff check service tests
 	$(BIN)/ruff format --check service tests
 	$(BIN)/mypy
+
+bench-pipeline: install  ## Route-history pipeline: 10M synthetic events end to end on local[2], and partition scaling
+	$(BIN)/python bench/pipeline_bench.py $(BENCH_ARGS)
 
 format: install  ## Format the code with ruff
 	$(BIN)/ruff format service tests

@@ -53,7 +53,8 @@ def read_export_gaps(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
 def line_ids(lines: DataFrame) -> DataFrame:
     """The ``id`` of each line, read cheaply from the text (the export writes it first): used to
     find IDs that occur more than once before the full parse."""
-    return lines.select(F.regexp_extract(F.col("value"), r'^\{"id":"([^"]*)"', 1).alias("id"))
+    first = F.regexp_extract(F.col("value"), r'^\s*\{\s*"id"\s*:\s*"([^"]*)"', 1)
+    return lines.select(first.alias("id")).filter(F.col("id") != "")
 
 
 def replace_dir(spark: SparkSession, src: str, dst: str) -> None:

@@ -89,7 +89,9 @@ def ingest(spark: SparkSession, cfg: PipelineConfig) -> None:
     if not repeated:
         staging = io.join(cfg.output, "_staging")
         status = F.when(F.col("reject_reason").isNull(), F.lit("event")).otherwise(F.lit("reject"))
-        _write(checked.withColumn("status", status), cfg.output, "_staging", partition_by=("status", "day"))
+        kept = [*S.EVENTS.fieldNames(), "raw", "source_file", "reject_reason", "reject_detail"]
+        staged = checked.select(*kept, status.alias("status"))
+        _write(staged, cfg.output, "_staging", partition_by=("status", "day"))
         io.replace_dir(spark, io.join(staging, "status=event"), io.join(cfg.output, "events"))
         bad = io.join(staging, "status=reject")
         if io.path_exists(spark, bad):
