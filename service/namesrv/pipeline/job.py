@@ -80,34 +80,49 @@ def _stage(summary: RunSummary, name: str) -> Iterator[None]:
 def ingest(spark: SparkSession, cfg: PipelineConfig) -> None:
     """Stage 1: lines → ``events`` (deduplicated, typed, partitioned by day) + ``rejects``.
 
-    A cheap first pass counts line IDs. Without repeated IDs (the normal case) every line is
-    parsed and checked once and written once, partitioned by status, and the two halves become
-    the two tables. With repeated IDs the checked lines are cached and deduplicated first."""
+    Every line is parsed and checked once and written once, to a staging folder partitioned by
+    status: ``event`` becomes the events table (moved, not copied), ``reject`` the rejects.
+    IDs that occur on more than one line are found first by a cheap pass over the raw text;
+    only the lines with such an ID (normally none) are set apart (``check``) and deduplicated
+    afterwards, so the common case never shuffles the events."""
     lines = io.read_lines(spark, cfg.inputs)
-    repeated = io.line_ids(lines).groupBy("id").count().filter(F.col("count") > 1).limit(1).count()
-    checked = lines.transform(parse.check_lines(cfg.max_skew_ms))
-    if not repeated:
+    repeated = io.line_ids(lines).groupBy("id").count().filter(F.col("count") > 1).select("id")
+    repeated = repeated.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        any_repeated = repeated.limit(1).count() > 0
+        checked = lines.transform(parse.check_lines(cfg.max_skew_ms))
+        status = F.when(F.col("reject_reason").isNotNull(), F.lit("reject"))
+        if any_repeated:
+            flags = F.broadcast(repeated.withColumn("_repeated", F.lit(True)))
+            checked = checked.join(flags, "id", "left")
+            status = status.when(F.col("_repeated"), F.lit("check"))
+        status = status.otherwise(F.lit("event"))
+        kept = [*S.EVENTS.fieldNames(), "raw", "source_file", "reject_reason", "reject_detail", "line_hash"]
         staging = io.join(cfg.output, "_staging")
-        status = F.when(F.col("reject_reason").isNull(), F.lit("event")).otherwise(F.lit("reject"))
-        kept = [*S.EVENTS.fieldNames(), "raw", "source_file", "reject_reason", "reject_detail"]
-        staged = checked.select(*kept, status.alias("status"))
-        _write(staged, cfg.output, "_staging", partition_by=("status", "day"))
-        io.replace_dir(spark, io.join(staging, "status=event"), io.join(cfg.output, "events"))
-        bad = io.join(staging, "status=reject")
-        if io.path_exists(spark, bad):
-            rejects = parse.line_rejects(spark.read.schema(S.STAGED_REJECT).parquet(bad))
-        else:
-            rejects = spark.createDataFrame([], S.REJECTS)
-        _write(rejects.coalesce(1), cfg.output, "rejects")
-        io.delete_dir(spark, staging)
-    else:
-        cached = checked.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            events, duplicates = parse.split_duplicates(parse.valid_lines(cached))
-            _write(events, cfg.output, "events", partition_by=("day",))
-            _write(parse.line_rejects(cached).unionByName(duplicates).coalesce(1), cfg.output, "rejects")
-        finally:
-            cached.unpersist()
+        _write(
+            checked.select(*kept, status.alias("status")),
+            cfg.output,
+            "_staging",
+            partition_by=("status", "day"),
+        )
+    finally:
+        repeated.unpersist()
+    events_path = io.join(cfg.output, "events")
+    io.replace_dir(spark, io.join(staging, "status=event"), events_path)
+    bad = io.join(staging, "status=reject")
+    rejects = (
+        parse.line_rejects(spark.read.schema(S.STAGED_REJECT).parquet(bad))
+        if io.path_exists(spark, bad)
+        else spark.createDataFrame([], S.REJECTS)
+    )
+    suspects = io.join(staging, "status=check")
+    if io.path_exists(spark, suspects):
+        staged = spark.read.schema(S.STAGED_LINE).parquet(suspects)
+        events, duplicates = parse.split_duplicates(staged)
+        events.write.mode("append").partitionBy("day").parquet(events_path)
+        rejects = rejects.unionByName(duplicates)
+    _write(rejects.coalesce(1), cfg.output, "rejects")
+    io.delete_dir(spark, staging)
     _write(io.read_export_gaps(spark, cfg.inputs).coalesce(1), cfg.output, "export_gaps")
 
 

@@ -198,6 +198,11 @@ STAGED_REJECT = _s(
     ("reject_detail", STR),
 )
 
+# A staged line whose ID occurs more than once (events columns + what deduplication needs).
+STAGED_LINE = StructType(
+    [*EVENTS.fields, *_s(("raw", STR), ("source_file", STR), ("line_hash", LONG)).fields]
+)
+
 # ---- broker answers ----
 SESSIONS = _s(
     ("cluster", STR, False),
