@@ -24,9 +24,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from namesrv.pipeline.fleetspec import PRESETS
 from namesrv.pipeline.job import PipelineConfig, run
 from namesrv.pipeline.spark import build_session
-from namesrv.pipeline.synth import PRESETS, generate
+from namesrv.pipeline.synth import generate
 
 
 def _generate(out: Path, events: int, fresh: bool) -> float:

@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--preset", default="sample", help="sample (default) or bench")
     gen.add_argument("--events", type=int, default=0, help="stop after about this many events (0: no limit)")
     gen.add_argument("--shards", type=int, default=1, help="generator processes (split by cluster)")
-    from namesrv.pipeline.synth import FleetSpec
+    from namesrv.pipeline.fleetspec import FleetSpec
 
     for f in fields(FleetSpec):
         if f.name != "max_events":
@@ -162,7 +162,8 @@ def _run(spark: object, args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from namesrv.pipeline.synth import PRESETS, generate
+    from namesrv.pipeline.fleetspec import PRESETS
+    from namesrv.pipeline.synth import generate
 
     if args.preset not in PRESETS:
         print(f"unknown preset {args.preset!r}; one of {', '.join(PRESETS)}", file=sys.stderr)
