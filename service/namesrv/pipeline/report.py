@@ -64,7 +64,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     if not rows:
         return "_none_\n"
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    cells = [["-" if c is None else str(c).replace("|", "\\|") for c in r] for r in rows]
+    out += ["| " + " | ".join(r) + " |" for r in cells]
     return "\n".join(out) + "\n"
 
 
