@@ -6,9 +6,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev
+EXTRAS ?= dev,pipeline
 
-.PHONY: help install run test lint format config clean bench bench-smoke  ## (targets)
+.PHONY: help install run test lint format config clean bench bench-smoke bench-pipeline  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -41,6 +41,9 @@ bench: install  ## Benchmark the fleet against its targets: one table (+ JSON in
 
 bench-smoke: install  ## The benchmark at tiny sizes (~40 s): checks the harness works, numbers mean nothing
 	$(BIN)/python -m bench --smoke $(BENCH_ARGS)
+
+bench-pipeline: install  ## Route-history pipeline: 10M synthetic events end to end on local[2], and partition scaling
+	$(BIN)/python bench/pipeline_bench.py $(PIPELINE_BENCH_ARGS)
 
 format: install  ## Format the code with ruff
 	$(BIN)/ruff format service tests bench

@@ -2,6 +2,8 @@
 
 namesrv [-c FILE] [-p]      serve; -c takes TOML or a Java namesrv.properties; -p prints the
                             effective configuration and exits
+namesrv events export --out DIR
+                            copy the change log to files (see namesrv.events.export)
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from namesrv.javaprops import format_properties
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="namesrv", description="A RocketMQ NameServer fleet worker: stateless, routes in Redis."
+        prog="namesrv",
+        description="A RocketMQ NameServer fleet worker: stateless, routes in Redis.",
+        epilog="Tools: 'namesrv events export --out DIR' copies the change log to files.",
     )
     parser.add_argument(
         "-c",
@@ -55,7 +59,12 @@ def print_config(settings: Settings) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["events"]:
+        from namesrv.events.cli import main as events_main  # a tool: keep the server's imports out
+
+        return events_main(given[1:])
+    args = build_parser().parse_args(given)
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:

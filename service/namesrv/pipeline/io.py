@@ -1,0 +1,107 @@
+"""The only module that touches paths: read the export's lines, read and write Parquet tables.
+
+Paths are anything Spark reads (``/local/dir``, ``file:///``, ``hdfs://``, ``s3a://``): they are
+joined with ``/`` and handed to Spark, never opened by Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from namesrv.pipeline import schemas as S
+
+LINE_FILES = "*.jsonl*"  # events-*.jsonl.gz from the export, part-*.jsonl.gz from the generator
+EXPORT_DIR = "_export"  # checkpoint and gap records; Spark skips paths starting with "_"
+
+
+def join(root: str, *parts: str) -> str:
+    return "/".join([root.rstrip("/"), *parts])
+
+
+def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Every line of every ``*.jsonl[.gz]`` file under ``paths`` (recursively, day partitions
+    included) as (``value``, ``source_file``). Files are gzip-decompressed by extension."""
+    return (
+        spark.read.option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", LINE_FILES)
+        .text(list(paths))
+        .select(F.col("value"), F.col("_metadata.file_path").alias("source_file"))
+    )
+
+
+def read_export_gaps(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The gap records the export wrote next to the data (empty when there are none)."""
+    frames = []
+    for p in paths:
+        gaps = join(p, EXPORT_DIR, "gaps.jsonl")
+        if path_exists(spark, gaps):
+            frames.append(spark.read.schema(S.EXPORT_GAP).json(gaps))
+    if not frames:
+        return spark.createDataFrame([], S.EXPORT_GAP)
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def line_ids(lines: DataFrame) -> DataFrame:
+    """The ``id`` of each line, read cheaply from the text (the export writes it first): used to
+    find IDs that occur more than once before the full parse."""
+    first = F.regexp_extract(F.col("value"), r'^\s*\{\s*"id"\s*:\s*"([^"]*)"', 1)
+    return lines.select(first.alias("id")).filter(F.col("id") != "")
+
+
+def replace_dir(spark: SparkSession, src: str, dst: str) -> None:
+    """Move folder ``src`` to ``dst`` (replacing it) with the Hadoop FileSystem of the path: a
+    rename on local disks and HDFS, a copy on object stores."""
+    fs, source = _fs_path(spark, src)
+    _, target = _fs_path(spark, dst)
+    if fs.exists(target):
+        fs.delete(target, True)
+    if not fs.rename(source, target):
+        raise OSError(f"could not move {src} to {dst}")
+
+
+def _fs_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    return target.getFileSystem(conf), target
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    fs, target = _fs_path(spark, path)
+    return bool(fs.exists(target))
+
+
+def delete_dir(spark: SparkSession, path: str) -> None:
+    fs, target = _fs_path(spark, path)
+    if fs.exists(target):
+        fs.delete(target, True)
+
+
+def write_table(df: DataFrame, root: str, name: str, partition_by: Sequence[str] = ()) -> None:
+    """Replace table ``name`` under ``root`` (Parquet)."""
+    writer = df.write.mode("overwrite")
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.parquet(join(root, name))
+
+
+def read_table(spark: SparkSession, root: str, name: str, schema: StructType) -> DataFrame:
+    return spark.read.schema(schema).parquet(join(root, name))
+
+
+def table_exists(spark: SparkSession, root: str, name: str, schema: StructType) -> bool:
+    try:
+        read_table(spark, root, name, schema).limit(0).collect()
+    except AnalysisException:
+        return False
+    return True

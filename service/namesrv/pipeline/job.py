@@ -1,0 +1,185 @@
+"""The job: ``run(spark, cfg)`` wires I/O and the pure transforms, stage by stage.
+
+Stage 1 (ingest) turns the export's lines into the ``events`` and ``rejects`` tables. Stage 2
+(answers) reads ``events`` back (columnar, so each answer reads only its columns) and writes one
+Parquet table per answer. Only one-row results (the log's span, counts for the summary) are
+collected to the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from namesrv.pipeline import brokers, io, parse, topics
+from namesrv.pipeline import schemas as S
+
+log = logging.getLogger(__name__)
+HOUR_MS = 3_600_000
+
+# Every table the job writes, with its schema (docs/PIPELINE.md describes each).
+TABLES: dict[str, StructType] = {
+    "events": S.EVENTS,
+    "rejects": S.REJECTS,
+    "export_gaps": S.EXPORT_GAP,
+    "log_span": S.LOG_SPAN,
+    "sessions": S.SESSIONS,
+    "up_intervals": S.UP_INTERVALS,
+    "broker_daily": S.BROKER_DAILY,
+    "flapping": S.FLAPPING,
+    "heartbeat_gaps": S.HEARTBEAT_GAPS,
+    "heartbeat_gap_histogram": S.HEARTBEAT_GAP_HISTOGRAM,
+    "queue_changes": S.QUEUE_CHANGES,
+    "topic_unwritable": S.TOPIC_UNWRITABLE,
+    "registry_size": S.REGISTRY_SIZE,
+    "route_as_of": S.ROUTE_AS_OF,
+}
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    inputs: tuple[str, ...]
+    output: str
+    as_of_ms: tuple[int, ...] = ()
+    flap_bound: int = 3  # more sessions than this starting in one hour = flapping
+    risk_ratio: float = 0.75  # max heartbeat gap / timeout at or above this = at risk
+    bucket_ms: int = HOUR_MS  # registry size resolution
+    max_skew_ms: int = parse.DEFAULT_MAX_SKEW_MS
+    from_events: bool = False  # skip stage 1: reuse <output>/events
+
+
+@dataclass
+class RunSummary:
+    events: int = 0
+    first_ts: int | None = None
+    last_ts: int | None = None
+    rejects: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rejected(self) -> int:
+        return sum(self.rejects.values())
+
+
+@contextmanager
+def _stage(summary: RunSummary, name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    yield
+    summary.seconds[name] = round(time.perf_counter() - started, 2)
+    log.info("stage %s done in %.1f s", name, summary.seconds[name])
+
+
+def ingest(spark: SparkSession, cfg: PipelineConfig) -> None:
+    """Stage 1: lines → ``events`` (deduplicated, typed, partitioned by day) + ``rejects``.
+
+    Every line is parsed and checked once and written once, to a staging folder partitioned by
+    status: ``event`` becomes the events table (moved, not copied), ``reject`` the rejects.
+    IDs that occur on more than one line are found first by a cheap pass over the raw text;
+    only the lines with such an ID (normally none) are set apart (``check``) and deduplicated
+    afterwards, so the common case never shuffles the events."""
+    lines = io.read_lines(spark, cfg.inputs)
+    repeated = io.line_ids(lines).groupBy("id").count().filter(F.col("count") > 1).select("id")
+    repeated = repeated.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        any_repeated = repeated.limit(1).count() > 0
+        checked = lines.transform(parse.check_lines(cfg.max_skew_ms))
+        status = F.when(F.col("reject_reason").isNotNull(), F.lit("reject"))
+        if any_repeated:
+            flags = F.broadcast(repeated.withColumn("_repeated", F.lit(True)))
+            checked = checked.join(flags, "id", "left")
+            status = status.when(F.col("_repeated"), F.lit("check"))
+        status = status.otherwise(F.lit("event"))
+        kept = [*S.EVENTS.fieldNames(), "raw", "source_file", "reject_reason", "reject_detail", "line_hash"]
+        staging = io.join(cfg.output, "_staging")
+        _write(
+            checked.select(*kept, status.alias("status")),
+            cfg.output,
+            "_staging",
+            partition_by=("status", "day"),
+        )
+    finally:
+        repeated.unpersist()
+    events_path = io.join(cfg.output, "events")
+    io.replace_dir(spark, io.join(staging, "status=event"), events_path)
+    bad = io.join(staging, "status=reject")
+    rejects = (
+        parse.line_rejects(spark.read.schema(S.STAGED_REJECT).parquet(bad))
+        if io.path_exists(spark, bad)
+        else spark.createDataFrame([], S.REJECTS)
+    )
+    suspects = io.join(staging, "status=check")
+    if io.path_exists(spark, suspects):
+        staged = spark.read.schema(S.STAGED_LINE).parquet(suspects)
+        events, duplicates = parse.split_duplicates(staged)
+        events.write.mode("append").partitionBy("day").parquet(events_path)
+        rejects = rejects.unionByName(duplicates)
+    _write(rejects.coalesce(1), cfg.output, "rejects")
+    io.delete_dir(spark, staging)
+    _write(io.read_export_gaps(spark, cfg.inputs).coalesce(1), cfg.output, "export_gaps")
+
+
+def _write(df: DataFrame, root: str, name: str, partition_by: tuple[str, ...] = ()) -> None:
+    started = time.perf_counter()
+    io.write_table(df, root, name, partition_by)
+    log.info("table %s written in %.1f s", name, time.perf_counter() - started)
+
+
+def answers(spark: SparkSession, cfg: PipelineConfig, summary: RunSummary) -> None:
+    """Stage 2: ``events`` → every answer table."""
+    out = cfg.output
+    events = io.read_table(spark, out, "events", S.EVENTS)
+    span_df = topics.log_span(events)
+    span = span_df.collect()[0]
+    _write(spark.createDataFrame([span], S.LOG_SPAN).coalesce(1), out, "log_span")
+    summary.events = int(span["events"])
+    summary.first_ts, summary.last_ts = span["first_ts"], span["last_ts"]
+    start, end = int(span["first_ts"] or 0), int(span["last_ts"] or 0)
+
+    timeline = brokers.member_timeline(events).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        _write(timeline.transform(brokers.sessions()), out, "sessions")
+        _write(timeline.transform(brokers.up_intervals(end)), out, "up_intervals")
+        _write(timeline.transform(brokers.heartbeat_gaps(cfg.risk_ratio)).coalesce(1), out, "heartbeat_gaps")
+        _write(brokers.gap_histogram(timeline).coalesce(1), out, "heartbeat_gap_histogram")
+    finally:
+        timeline.unpersist()
+    sessions = io.read_table(spark, out, "sessions", S.SESSIONS)
+    up = io.read_table(spark, out, "up_intervals", S.UP_INTERVALS)
+    _write(sessions.transform(brokers.flapping(cfg.flap_bound)).coalesce(1), out, "flapping")
+    _write(brokers.broker_daily(events, sessions, up, start, end).coalesce(1), out, "broker_daily")
+
+    _write(topics.queue_changes(events), out, "queue_changes")
+    changes = io.read_table(spark, out, "queue_changes", S.QUEUE_CHANGES)
+    intervals = changes.transform(topics.queue_intervals(end))
+    _write(topics.topic_unwritable(intervals, up, end), out, "topic_unwritable")
+    size = topics.registry_size(events, changes, up, cfg.bucket_ms, start, end)
+    _write(size.coalesce(1), out, "registry_size")
+
+    routes: DataFrame = spark.createDataFrame([], S.ROUTE_AS_OF)
+    for instant in cfg.as_of_ms:
+        routes = routes.unionByName(events.transform(topics.route_as_of(instant)))
+    _write(routes, out, "route_as_of")
+
+
+def run(spark: SparkSession, cfg: PipelineConfig) -> RunSummary:
+    """Run both stages (or only the answers with ``from_events``) and return a summary."""
+    summary = RunSummary()
+    if not cfg.from_events:
+        with _stage(summary, "ingest"):
+            ingest(spark, cfg)
+    with _stage(summary, "answers"):
+        answers(spark, cfg, summary)
+    rejects = io.read_table(spark, cfg.output, "rejects", S.REJECTS)
+    summary.rejects = {
+        r["reason"]: int(r["n"])
+        for r in rejects.groupBy("reason").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    return summary

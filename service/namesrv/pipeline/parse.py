@@ -1,0 +1,385 @@
+"""Raw export lines → typed ``events`` + ``rejects``: the only place that looks at JSON text.
+
+Every line ends up in exactly one of the two outputs. A line is rejected (with one ``reason``,
+checked in this order) when it is:
+
+``corrupt_line``   not a JSON object of the shape ``{"id": ..., "fields": {...}}`` (or empty)
+``missing_field``  ``id``, ``fields``, ``kind``, ``ts`` or a field its kind requires is absent
+``bad_id``         ``id`` is not a stream ID ``<ms>-<seq>``
+``unknown_kind``   ``kind`` is not one the Lua scripts emit
+``bad_number``     a numeric field (``ts``, ``deadline``, ``epoch``...) is not an integer
+``bad_value``      an enumerated field has an unknown value (``result``, ``newSession``)
+``bad_json``       a JSON field (``brokerData``, ``upserted``, ``removed``...) does not parse
+``out_of_order``   ``ts`` disagrees with the stream ID's clock by more than ``max_skew_ms``:
+                   the entry is out of place in the log's total order (ID order)
+``duplicate``      a second line with an ID already kept (``duplicate_conflict`` when its
+                   content differs from the kept line's)
+
+Nothing here collects data to the driver; no Python UDFs (everything runs in the JVM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from namesrv.pipeline import schemas as S
+
+Transform = Callable[[DataFrame], DataFrame]
+
+MEMBER_KINDS = ("register", "heartbeat", "unregister", "close", "expire", "fenced")
+REMOVAL_KINDS = ("unregister", "close", "expire")
+QUEUE_KINDS = ("registerQueues", "cleanQueues", "wipePerm", "addPerm", "topicRegister", "topicDelete")
+OTHER_KINDS = ("kvPut", "kvDelete", "config")
+KNOWN_KINDS: tuple[str, ...] = MEMBER_KINDS + QUEUE_KINDS + OTHER_KINDS
+_MEMBER = ("cluster", "brokerName", "brokerAddr")
+
+# Fields each kind must carry (lua/README.md, "Change log"); "register:ok" adds to "register".
+REQUIRED: Mapping[str, tuple[str, ...]] = {
+    "register": ("result", *_MEMBER, "brokerId"),
+    "register:ok": ("epoch", "deadline", "timeoutMillis", "newSession", "brokerData"),
+    "registerQueues": (*_MEMBER, "upserted", "removed"),
+    "heartbeat": (*_MEMBER, "deadline", "timeoutMillis"),
+    "unregister": (*_MEMBER, "brokerData", "removed"),
+    "close": (*_MEMBER, "brokerData", "removed"),
+    "expire": (*_MEMBER, "deadline", "brokerData", "removed"),
+    "fenced": ("reason", *_MEMBER),
+    "cleanQueues": ("brokerName", "removed", "upserted"),
+    "wipePerm": ("brokerName", "upserted"),
+    "addPerm": ("brokerName", "upserted"),
+    "topicRegister": ("topic", "upserted"),
+    "topicDelete": ("topic", "brokerNames"),
+    "kvPut": ("namespace", "key"),
+    "kvDelete": ("namespace", "key"),
+    "config": ("changes",),
+}
+# Integer fields: must parse when non-empty ("" is allowed where Lua writes it, e.g. the epoch
+# of an unregister of a broker that was not live).
+NUMERIC_FIELDS = ("ts", "brokerId", "epoch", "deadline", "timeoutMillis", "currentEpoch", "mode")
+# Integer fields that must be non-empty for some kinds ("register:ok" = register with result ok).
+NUMERIC_REQUIRED: Mapping[str, tuple[str, ...]] = {
+    "register:ok": ("deadline", "timeoutMillis", "epoch"),
+    "heartbeat": ("deadline", "timeoutMillis"),
+    "expire": ("deadline",),
+}
+DEFAULT_MAX_SKEW_MS = 60_000
+
+
+def _f(name: str) -> Column:
+    """An event field, flattened to a top-level column by :func:`check_lines`."""
+    return F.col("f_" + name)
+
+
+def _num(name: str) -> Column:
+    raw = _f(name)
+    return F.when(raw != "", raw).try_cast("long")
+
+
+def _joined(conds: Sequence[tuple[str, Column]]) -> Column:
+    """Comma-separated names whose condition holds ("" when none): scalar expressions only, so
+    the whole check compiles to Java (higher-order functions would run interpreted per row)."""
+    return F.concat_ws(",", *[F.when(cond, F.lit(name)) for name, cond in conds])
+
+
+def _kinds_requiring(table: Mapping[str, Sequence[str]], name: str) -> list[str]:
+    return [k for k, names in table.items() if name in names]
+
+
+def _first_failure(checks: Sequence[tuple[Column, str, Column]]) -> Column:
+    """struct(reason, detail) of the first failing check, or null when every check passes."""
+    out: Column = F.lit(None).cast("struct<reason:string,detail:string>")
+    for cond, reason, detail in reversed(checks):
+        out = F.when(cond, F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))).otherwise(out)
+    return out
+
+
+def _parsed_upserts() -> Column:
+    """upserted → array<struct<topic, qd, n>> (null when the JSON does not parse)."""
+    arr = F.from_json(_f("upserted"), S.UPSERTED_JSON)
+    return F.transform(
+        arr,
+        lambda e: F.struct(
+            F.get(e, 0).alias("topic"),
+            F.from_json(F.get(e, 1), S.QUEUE_DATA_JSON).alias("qd"),
+            F.size(e).alias("n"),
+        ),
+    )
+
+
+def _parsed_broker_data() -> Column:
+    raw = _f("brokerData")
+    return F.from_json(F.when(raw != "", raw), S.BROKER_DATA_JSON)
+
+
+def _bad_json() -> Column:
+    """Comma-separated JSON fields the kind uses that do not parse."""
+    kind = F.col("kind")
+    bd_raw, bd, ups = _f("brokerData"), F.col("_bd"), F.col("_ups")
+    bad_bd = kind.isin("register", *REMOVAL_KINDS) & bd_raw.isNotNull() & (bd_raw != "")
+    bad_bd = bad_bd & (bd.isNull() | bd["brokerName"].isNull() | bd["brokerAddrs"].isNull())
+    bad_ups = kind.isin(*QUEUE_KINDS[:-1]) & (
+        ups.isNull()
+        | ~F.forall(
+            ups,
+            lambda e: (
+                (e["n"] == 2)
+                & e["topic"].isNotNull()
+                & e["qd"].isNotNull()
+                & e["qd"]["perm"].isNotNull()
+                & e["qd"]["brokerName"].isNotNull()
+            ),
+        )
+    )
+    bad_removed = kind.isin("registerQueues", "cleanQueues") & F.col("_removed").isNull()
+    bad_removed = bad_removed | (kind.isin(*REMOVAL_KINDS) & ~_f("removed").isin("0", "1"))
+    bad_names = (kind == "topicDelete") & F.col("_broker_names").isNull()
+    return _joined(
+        [("brokerData", bad_bd), ("upserted", bad_ups), ("removed", bad_removed), ("brokerNames", bad_names)]
+    )
+
+
+def check_lines(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
+    """Raw lines (``value``, ``source_file``) → one row per line with typed event columns and
+    ``reject_reason``/``reject_detail`` (null when the line is a valid event).
+
+    Answers: which lines can be trusted, and why each other one cannot. Duplicates are decided
+    later (:func:`split_duplicates`), among lines that pass every other check. Each JSON text is
+    parsed once: intermediate columns are computed in their own projection and referenced by
+    name (the optimizer does not inline non-trivial expressions used twice)."""
+
+    def _(raw: DataFrame) -> DataFrame:
+        j = F.from_json(F.col("value"), S.RAW_LINE, {"columnNameOfCorruptRecord": S.CORRUPT_COLUMN})
+        df = raw.select("value", "source_file", j.alias("j")).select(
+            "value",
+            "source_file",
+            F.col("j")["id"].alias("id"),
+            F.col("j")["fields"].isNull().alias("_no_fields"),
+            F.col("j")[S.CORRUPT_COLUMN].alias("corrupt"),
+            *[F.col("j")["fields"][n].alias("f_" + n) for n in S.EVENT_FIELDS],
+        )
+        id_ms = F.substring_index(F.col("id"), "-", 1).try_cast("long")
+        id_seq = F.substring_index(F.col("id"), "-", -1).try_cast("long")
+        kind = _f("kind")
+        key = F.when((kind == "register") & (_f("result") == "ok"), F.lit("register:ok")).otherwise(kind)
+        queue_kind = kind.isin(*QUEUE_KINDS[:-1])
+        df = df.select(
+            "*",
+            kind.alias("kind"),
+            key.alias("_key"),
+            id_ms.alias("_id_ms"),
+            id_seq.alias("_id_seq"),
+            _num("ts").alias("ts"),
+            F.when(queue_kind, _parsed_upserts()).alias("_ups"),
+            _parsed_broker_data().alias("_bd"),
+            F.when(
+                kind.isin("registerQueues", "cleanQueues"), F.from_json(_f("removed"), S.NAMES_JSON)
+            ).alias("_removed"),
+            F.when(kind == "topicDelete", F.from_json(_f("brokerNames"), S.NAMES_JSON)).alias(
+                "_broker_names"
+            ),
+        )
+        id_ok = F.concat(
+            F.col("_id_ms").cast("string"), F.lit("-"), F.col("_id_seq").cast("string")
+        ) == F.col("id")
+        df = df.withColumn("id_ms", F.when(id_ok, F.col("_id_ms"))).withColumn(
+            "id_seq", F.when(id_ok, F.col("_id_seq"))
+        )
+        k, key = F.col("kind"), F.col("_key")
+        ok = key == "register:ok"
+
+        def required(n: str) -> Column:
+            kinds = _kinds_requiring(REQUIRED, n)
+            plain = [x for x in kinds if x != "register:ok"]
+            need = k.isin(*plain) if plain else F.lit(False)
+            if "register:ok" in kinds:
+                need = need | ok
+            return need
+
+        def bad_number(n: str) -> Column:
+            raw_n = _f(n)
+            unparsable = raw_n.isNotNull() & (raw_n != "") & _num(n).isNull()
+            if n == "ts":
+                return unparsable | (raw_n == "")
+            kinds = _kinds_requiring(NUMERIC_REQUIRED, n)
+            if not kinds:
+                return unparsable
+            return unparsable | ((raw_n == "") & key.isin(*kinds))
+
+        fields_required = sorted({n for names in REQUIRED.values() for n in names})
+        bad_result = (k == "register") & ~_f("result").isin("ok", "refused", "ignored")
+        bad_new = ok & ~_f("newSession").isin("0", "1")
+        df = df.select(
+            "*",
+            _joined([(n, required(n) & _f(n).isNull()) for n in fields_required]).alias("_missing"),
+            _joined([(n, bad_number(n)) for n in NUMERIC_FIELDS]).alias("_bad_num"),
+            _joined([("result", bad_result), ("newSession", bad_new)]).alias("_bad_val"),
+            _bad_json().alias("_bad_json"),
+        )
+        skew = F.abs(F.col("ts") - F.col("id_ms"))
+        checks: list[tuple[Column, str, Column]] = [
+            (F.trim(F.col("value")) == "", "corrupt_line", F.lit("empty line")),
+            (F.col("corrupt").isNotNull(), "corrupt_line", F.lit("not a JSON object {id, fields{...}}")),
+            (F.col("id").isNull(), "missing_field", F.lit("id")),
+            (F.col("_no_fields"), "missing_field", F.lit("fields")),
+            (
+                F.col("id_ms").isNull() | F.col("id_seq").isNull(),
+                "bad_id",
+                F.concat(F.lit("id="), F.col("id")),
+            ),
+            (k.isNull(), "missing_field", F.lit("kind")),
+            (~k.isin(*KNOWN_KINDS), "unknown_kind", F.concat(F.lit("kind="), k)),
+            (_f("ts").isNull(), "missing_field", F.lit("ts")),
+            (F.col("_missing") != "", "missing_field", F.col("_missing")),
+            (F.col("_bad_num") != "", "bad_number", F.col("_bad_num")),
+            (F.col("_bad_val") != "", "bad_value", F.col("_bad_val")),
+            (F.col("_bad_json") != "", "bad_json", F.col("_bad_json")),
+            (
+                skew > F.lit(max_skew_ms),
+                "out_of_order",
+                F.format_string("ts %d is %d ms away from its stream id time", F.col("ts"), skew),
+            ),
+        ]
+        df = df.withColumn("_fail", _first_failure(checks))
+        return df.select(*_event_columns(), *_reject_columns())
+
+    return _
+
+
+def _event_columns() -> list[Column]:
+    kind = F.col("kind")
+    bd = F.col("_bd")
+    event_bn = _f("brokerName")
+    ups = F.transform(
+        F.col("_ups"),
+        lambda e: F.struct(
+            e["topic"].alias("topic"),
+            F.when(kind == "topicRegister", e["qd"]["brokerName"]).otherwise(event_bn).alias("broker_name"),
+            e["qd"]["perm"].alias("perm"),
+            e["qd"]["readQueueNums"].alias("read_queue_nums"),
+            e["qd"]["writeQueueNums"].alias("write_queue_nums"),
+            e["qd"]["topicSysFlag"].alias("topic_sys_flag"),
+        ),
+    )
+    return [
+        F.col("id"),
+        F.col("id_ms"),
+        F.col("id_seq"),
+        F.col("ts"),
+        F.date_from_unix_date(F.floor(F.col("ts") / 86_400_000).cast("int")).alias("day"),
+        kind,
+        _f("cluster").alias("cluster"),
+        event_bn.alias("broker_name"),
+        _f("brokerAddr").alias("broker_addr"),
+        _num("brokerId").alias("broker_id"),
+        _num("epoch").alias("epoch"),
+        _num("deadline").alias("deadline"),
+        _num("timeoutMillis").alias("timeout_ms"),
+        _f("result").alias("result"),
+        F.when(_f("newSession").isNotNull(), _f("newSession") == "1").alias("new_session"),
+        _num("mode").cast("int").alias("mode"),
+        _f("source").alias("source"),
+        _f("reason").alias("reason"),
+        _num("currentEpoch").alias("current_epoch"),
+        F.when(kind.isin(*REMOVAL_KINDS), _f("removed") == "1").alias("name_removed"),
+        F.when(
+            bd.isNotNull() & bd["brokerName"].isNotNull(),
+            F.struct(
+                bd["cluster"].alias("cluster"),
+                bd["brokerName"].alias("broker_name"),
+                bd["brokerAddrs"].alias("broker_addrs"),
+                bd["zoneName"].alias("zone_name"),
+                F.coalesce(bd["enableActingMaster"], F.lit(False)).alias("enable_acting_master"),
+            ),
+        ).alias("broker_data"),
+        F.when(kind.isin(*QUEUE_KINDS[:-1]), ups).alias("queue_upserts"),
+        F.col("_removed").alias("queue_removals"),
+        _f("topic").alias("topic"),
+        F.col("_broker_names").alias("topic_broker_names"),
+        _f("via").alias("via"),
+        F.struct(*[_f(n).alias(n) for n in S.EXTRA_FIELDS]).alias("extra"),
+    ]
+
+
+def _reject_columns() -> list[Column]:
+    rejected = F.col("_fail").isNotNull()
+    return [
+        F.col("_fail")["reason"].alias("reject_reason"),
+        F.col("_fail")["detail"].alias("reject_detail"),
+        F.when(rejected, F.col("value")).alias("raw"),
+        F.col("source_file"),
+        F.xxhash64(F.col("value")).alias("line_hash"),
+    ]
+
+
+def valid_lines(checked: DataFrame) -> DataFrame:
+    return checked.filter(F.col("reject_reason").isNull())
+
+
+def split_duplicates(valid: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """Lines that passed every check → (events with one row per stream ID, duplicate rejects).
+
+    Answers: did the export (or a copy of it) hold the same entry twice? The kept line of an ID
+    is the one with the smallest line hash, so reruns keep the same line. Only IDs seen more
+    than once are shuffled by ID (found with a slim count), so the common case costs one small
+    aggregation."""
+    counts = valid.groupBy("id").agg(
+        F.count(F.lit(1)).alias("_copies"), F.count_distinct("line_hash").alias("_variants")
+    )
+    # Broadcast: only duplicated IDs (normally none) travel; the events themselves are not shuffled.
+    dup_ids = F.broadcast(counts.filter(F.col("_copies") > 1))
+    flagged = valid.join(dup_ids, "id", "left")
+    unique = flagged.filter(F.col("_copies").isNull())
+    dups = flagged.filter(F.col("_copies").isNotNull())
+    w = Window.partitionBy("id").orderBy("line_hash", "source_file")
+    ranked = dups.withColumn("_rank", F.row_number().over(w)).withColumn(
+        "_kept_hash", F.first("line_hash").over(w)
+    )
+    kept = ranked.filter(F.col("_rank") == 1)
+    events = unique.unionByName(kept.drop("_rank", "_kept_hash")).select(*S.EVENTS.fieldNames())
+    extra = ranked.filter(F.col("_rank") > 1)
+    conflict = F.col("line_hash") != F.col("_kept_hash")
+    rejects = extra.select(
+        F.col("id"),
+        F.when(conflict, F.lit("duplicate_conflict")).otherwise(F.lit("duplicate")).alias("reason"),
+        F.when(
+            conflict,
+            F.format_string(
+                "same id as a kept line with different content (%d variants)", F.col("_variants")
+            ),
+        )
+        .otherwise(F.format_string("identical copy %d of %d", F.col("_rank"), F.col("_copies")))
+        .alias("detail"),
+        F.col("kind"),
+        F.col("ts"),
+        F.col("day"),
+        F.lit(None).cast("string").alias("raw"),
+        F.col("source_file"),
+    )
+    return conform(events, S.EVENTS), conform(rejects, S.REJECTS)
+
+
+def line_rejects(checked: DataFrame) -> DataFrame:
+    """Every line that failed a check before deduplication, in the ``rejects`` schema."""
+    bad = checked.filter(F.col("reject_reason").isNotNull())
+    day = F.coalesce(F.col("day"), F.date_from_unix_date(F.floor(F.col("id_ms") / 86_400_000).cast("int")))
+    return conform(
+        bad.select(
+            F.col("id"),
+            F.col("reject_reason").alias("reason"),
+            F.col("reject_detail").alias("detail"),
+            F.col("kind"),
+            F.col("ts"),
+            day.alias("day"),
+            F.col("raw"),
+            F.col("source_file"),
+        ),
+        S.REJECTS,
+    )
+
+
+def conform(df: DataFrame, schema: StructType) -> DataFrame:
+    """Select the schema's columns in its order, cast to its types (fails on a missing column)."""
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])

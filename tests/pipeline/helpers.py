@@ -1,0 +1,32 @@
+"""Small, exact change logs for the Spark tests, and the plumbing to turn them into events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+
+from namesrv.pipeline import parse
+from namesrv.pipeline.synth import QD, MemoryLog, Registry
+
+T0 = 1_793_491_200_000  # 2026-11-01T00:00:00Z
+S = 1_000  # one second in ms
+QUEUE: QD = (6, 8, 8, 0)
+
+
+def lines_df(spark: SparkSession, lines: Sequence[str], source: str = "mem.jsonl") -> DataFrame:
+    return spark.createDataFrame([(line, source) for line in lines], "value string, source_file string")
+
+
+def parse_lines(
+    spark: SparkSession, lines: Sequence[str], max_skew_ms: int = 60_000
+) -> tuple[DataFrame, DataFrame]:
+    """(events, rejects) exactly as stage 1 of the job builds them."""
+    checked = lines_df(spark, lines).transform(parse.check_lines(max_skew_ms)).cache()
+    events, duplicates = parse.split_duplicates(parse.valid_lines(checked))
+    return events, parse.line_rejects(checked).unionByName(duplicates)
+
+
+def new_log() -> tuple[Registry, MemoryLog]:
+    log = MemoryLog()
+    return Registry(log, chunk=2), log

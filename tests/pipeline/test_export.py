@@ -1,0 +1,138 @@
+"""``namesrv events export``: resumable, idempotent, crash-safe, loud about lost events."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from namesrv import cli
+from namesrv.events.export import EXIT_GAP, Exporter, ExportError
+from namesrv.store.keyspace import Keyspace
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def stream(client: redis.Redis) -> Iterator[str]:
+    name = Keyspace(f"t-{uuid.uuid4().hex[:10]}").events
+    yield name
+    client.delete(name)
+
+
+def add(client: redis.Redis, stream: str, n: int, start: int = 0) -> list[str]:
+    ids = []
+    for i in range(start, start + n):
+        ids.append(
+            client.xadd(
+                stream, {"kind": "kvPut", "ts": "1", "namespace": "ns", "key": f"k{i}", "value": "é"}
+            ).decode()
+        )
+    return ids
+
+
+def exported(out: Path) -> list[str]:
+    ids = []
+    for f in sorted(out.glob("day=*/*.jsonl.gz")):
+        ids += [json.loads(line)["id"] for line in gzip.decompress(f.read_bytes()).splitlines()]
+    return ids
+
+
+def test_export_twice_in_a_row_writes_each_entry_once(
+    client: redis.Redis, stream: str, tmp_path: Path
+) -> None:
+    ids = add(client, stream, 25)
+    first = Exporter(client, stream, tmp_path, batch=10).run()
+    assert (first.exported, first.files, first.last_id) == (25, 3, ids[-1])
+    again = Exporter(client, stream, tmp_path, batch=10).run()
+    assert (again.exported, again.files) == (0, 0)
+    more = add(client, stream, 5, start=25)
+    third = Exporter(client, stream, tmp_path, batch=10).run()
+    assert (third.exported, third.last_id) == (5, more[-1])
+    assert exported(tmp_path) == ids + more
+    line = gzip.decompress(next(tmp_path.glob("day=*/*.gz")).read_bytes()).splitlines()[0]
+    assert json.loads(line)["fields"]["value"] == "é"
+    checkpoint = json.loads((tmp_path / "_export" / "checkpoint.json").read_text())
+    assert checkpoint == checkpoint | {"stream": stream, "last_id": more[-1], "exported": 30, "ordinal": 30}
+
+
+def test_a_crash_before_the_checkpoint_does_not_duplicate(
+    client: redis.Redis, stream: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = add(client, stream, 8)
+
+    def crash(self: Exporter, last_id: str, n: int, ordinal: int | None = None) -> None:
+        raise KeyboardInterrupt("killed after writing the data file")
+
+    monkeypatch.setattr(Exporter, "write_checkpoint", crash)
+    with pytest.raises(KeyboardInterrupt):
+        Exporter(client, stream, tmp_path, batch=100).run()
+    monkeypatch.undo()
+    more = add(client, stream, 4, start=8)  # the stream grew meanwhile: the rerun's batch is bigger
+    Exporter(client, stream, tmp_path, batch=100).run()
+    assert exported(tmp_path) == ids + more  # same file name (first id), rewritten with a superset
+    assert not list(tmp_path.glob("day=*/.*tmp*"))
+
+
+def test_a_trimmed_stream_is_reported_as_a_gap(client: redis.Redis, stream: str, tmp_path: Path) -> None:
+    add(client, stream, 5)
+    Exporter(client, stream, tmp_path).run()
+    lost = add(client, stream, 5, start=5)
+    client.xtrim(stream, maxlen=0)  # the export ran too rarely: entries it never saw are gone
+    kept = add(client, stream, 3, start=10)
+    result = Exporter(client, stream, tmp_path).run()
+    assert result.gap_found and result.exported == 3
+    gap = json.loads((tmp_path / "_export" / "gaps.jsonl").read_text().splitlines()[0])
+    assert gap["certain"] and gap["lost"] == str(len(lost)) and gap["first_available_id"] == kept[0]
+    assert not Exporter(client, stream, tmp_path).run().gap_found  # reported once
+
+
+def test_a_second_export_into_the_same_folder_is_refused(
+    client: redis.Redis, stream: str, tmp_path: Path
+) -> None:
+    add(client, stream, 2)
+    exporter = Exporter(client, stream, tmp_path)
+    with exporter.locked(), pytest.raises(ExportError, match="another export"):
+        Exporter(client, stream, tmp_path).run()
+    other = Keyspace("other").events
+    Exporter(client, stream, tmp_path).run()
+    with pytest.raises(ExportError, match="not"):
+        Exporter(client, other, tmp_path).run()
+
+
+def test_cli_export(
+    redis_url: str, client: redis.Redis, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    stream = Keyspace(ns).events
+    add(client, stream, 3)
+    args = ["events", "export", "--out", str(tmp_path), "--redis-url", redis_url, "--namespace", ns]
+    try:
+        assert cli.main(args) == 0
+        assert "exported 3 events" in capsys.readouterr().out
+        add(client, stream, 2, start=3)  # never exported...
+        client.xtrim(stream, maxlen=0)  # ...and trimmed
+        add(client, stream, 1, start=5)
+        assert cli.main(args) == EXIT_GAP
+        assert "EVENTS WERE LOST" in capsys.readouterr().err
+    finally:
+        client.delete(stream)
+
+
+def test_the_service_flags_still_work(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["-p"]) == 0
+    assert "namespace=namesrv" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["events"])  # the subcommand is required

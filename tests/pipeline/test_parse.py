@@ -1,0 +1,155 @@
+"""Lines → events + rejects: every bad line is counted with its reason, nothing crashes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from tests.pipeline.helpers import QUEUE, T0, new_log, parse_lines
+from tests.pipeline.helpers import S as SEC
+
+pytestmark = pytest.mark.spark
+A = "10.0.0.1:10911"
+DAY = dt.date(2026, 11, 1)
+
+
+def entry(entry_id: str, **fields: str) -> str:
+    return json.dumps({"id": entry_id, "fields": fields})
+
+
+def heartbeat_fields(ts: int) -> dict[str, str]:
+    return {
+        "kind": "heartbeat",
+        "ts": str(ts),
+        "cluster": "c1",
+        "brokerName": "broker-a",
+        "brokerAddr": A,
+        "brokerId": "0",
+        "epoch": "1",
+        "deadline": str(ts + 10 * SEC),
+        "timeoutMillis": "10000",
+        "source": "904",
+        "via": "w1",
+    }
+
+
+def test_valid_events_are_typed(spark: SparkSession) -> None:
+    reg, log = new_log()
+    reg.register(T0, "c1", A, "broker-a", 0, {"TopicA": QUEUE}, timeout=10 * SEC)
+    reg.heartbeat(T0 + SEC, "c1", A)
+    reg.unregister(T0 + 2 * SEC, "c1", A, "broker-a", 0)
+    events, rejects = parse_lines(spark, log.lines)
+    assert rejects.count() == 0
+    cols = [
+        "id",
+        "ts",
+        "day",
+        "kind",
+        "broker_id",
+        "epoch",
+        "deadline",
+        "timeout_ms",
+        "new_session",
+        "name_removed",
+    ]
+    expected = spark.createDataFrame(
+        [
+            (f"{T0}-0", T0, DAY, "register", 0, 1, T0 + 10 * SEC, 10_000, True, None),
+            (f"{T0}-1", T0, DAY, "registerQueues", None, 1, None, None, None, None),
+            (f"{T0 + SEC}-0", T0 + SEC, DAY, "heartbeat", 0, 1, T0 + 11 * SEC, 10_000, None, None),
+            (f"{T0 + 2 * SEC}-0", T0 + 2 * SEC, DAY, "unregister", 0, 1, None, None, None, True),
+            (f"{T0 + 2 * SEC}-1", T0 + 2 * SEC, DAY, "cleanQueues", None, None, None, None, None, None),
+        ],
+        "id string, ts long, day date, kind string, broker_id long, epoch long, deadline long, "
+        "timeout_ms long, new_session boolean, name_removed boolean",
+    )
+    assertDataFrameEqual(events.select(*cols), expected)
+    queues = events.select(
+        "kind", F.col("queue_upserts")["topic"].alias("t"), "queue_removals", "broker_data"
+    )
+    rows = {r["kind"]: r for r in queues.collect()}
+    assert rows["registerQueues"]["t"] == ["TopicA"]
+    assert rows["cleanQueues"]["queue_removals"] == ["TopicA"]
+    assert rows["register"]["broker_data"]["broker_addrs"] == {"0": A}
+    assert rows["unregister"]["broker_data"] is None  # "" = the name is gone
+
+
+def test_every_bad_line_is_rejected_with_a_reason(spark: SparkSession) -> None:
+    good = entry(f"{T0}-0", **heartbeat_fields(T0))
+    no_deadline = {k: v for k, v in heartbeat_fields(T0 + 3 * SEC).items() if k != "deadline"}
+    lines = [
+        good,
+        "garbage {",
+        "   ",
+        entry("x-1", **heartbeat_fields(T0)),
+        entry(f"{T0 + SEC}-0", kind="brokerTeleport", ts=str(T0 + SEC)),
+        entry(f"{T0 + 2 * SEC}-0", **no_deadline),
+        entry(f"{T0 + 3 * SEC}-0", **(heartbeat_fields(T0) | {"ts": "soon"})),
+        entry(
+            f"{T0 + 4 * SEC}-0",
+            kind="register",
+            ts=str(T0 + 4 * SEC),
+            result="maybe",
+            cluster="c1",
+            brokerName="broker-a",
+            brokerAddr=A,
+            brokerId="0",
+        ),
+        entry(
+            f"{T0 + 5 * SEC}-0",
+            kind="registerQueues",
+            ts=str(T0 + 5 * SEC),
+            cluster="c1",
+            brokerName="broker-a",
+            brokerAddr=A,
+            upserted="[[not json",
+            removed="[]",
+        ),
+        entry(f"{T0 + 6 * SEC}-0", **heartbeat_fields(T0 + 6 * SEC - 120 * SEC)),  # ts far from the id
+        good,  # the same line twice
+        entry(f"{T0 + 7 * SEC}-0", **heartbeat_fields(T0 + 7 * SEC)),
+        entry(
+            f"{T0 + 7 * SEC}-0", **(heartbeat_fields(T0 + 7 * SEC) | {"via": "w2"})
+        ),  # same id, other content
+    ]
+    events, rejects = parse_lines(spark, lines)
+    assert sorted(r["id"] for r in events.select("id").collect()) == [f"{T0}-0", f"{T0 + 7 * SEC}-0"]
+    expected = spark.createDataFrame(
+        [
+            (None, "corrupt_line", "not a JSON object {id, fields{...}}"),
+            (None, "corrupt_line", "empty line"),
+            ("x-1", "bad_id", "id=x-1"),
+            (f"{T0 + SEC}-0", "unknown_kind", "kind=brokerTeleport"),
+            (f"{T0 + 2 * SEC}-0", "missing_field", "deadline"),
+            (f"{T0 + 3 * SEC}-0", "bad_number", "ts"),
+            (f"{T0 + 4 * SEC}-0", "bad_value", "result"),
+            (f"{T0 + 5 * SEC}-0", "bad_json", "upserted"),
+            (
+                f"{T0 + 6 * SEC}-0",
+                "out_of_order",
+                f"ts {T0 - 114 * SEC} is 120000 ms away from its stream id time",
+            ),
+            (f"{T0}-0", "duplicate", "identical copy 2 of 2"),
+            (
+                f"{T0 + 7 * SEC}-0",
+                "duplicate_conflict",
+                "same id as a kept line with different content (2 variants)",
+            ),
+        ],
+        "id string, reason string, detail string",
+    )
+    assertDataFrameEqual(rejects.select("id", "reason", "detail"), expected)
+    raw = {r["reason"]: r["raw"] for r in rejects.filter(F.col("reason") == "corrupt_line").collect()}
+    assert raw["corrupt_line"] in ("garbage {", "   ")  # the line itself is kept for operators
+    assert rejects.filter(F.col("source_file") != "mem.jsonl").count() == 0
+
+
+def test_out_of_order_tolerance_is_configurable(spark: SparkSession) -> None:
+    line = entry(f"{T0}-0", **heartbeat_fields(T0 - 5 * SEC))
+    assert parse_lines(spark, [line], max_skew_ms=10_000)[1].count() == 0
+    assert parse_lines(spark, [line], max_skew_ms=1_000)[1].count() == 1
