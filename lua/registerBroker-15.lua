@@ -29,7 +29,10 @@
   ARGV[6]  zoneName ('' = none)
   ARGV[7]  heartbeat timeout ms (the header's, else the configured default)
   ARGV[8]  enableActingMaster: '' when the header lacks it (4.x broker), 'true' or 'false'
-  ARGV[9]  dataVersion JSON, canonical {"counter":N,"stateVersion":N,"timestamp":N}
+  ARGV[9]  dataVersion JSON, canonical {"counter":N,"stateVersion":N,"timestamp":N}; or '' to reuse
+           the last complete registration of the same body (ARGV[19]): the worker has not decoded it.
+           ARGV[10]-[13] are then ignored, and the call answers status 3 unless the full path would
+           leave topics untouched
   ARGV[10] dataVersion.stateVersion (integer)
   ARGV[11] filterServerList: '' when not sent, else a JSON array
   ARGV[12] number of topics in the body's topicConfigTable
@@ -40,10 +43,12 @@
   ARGV[17] '1' to return the ORDER_TOPIC_CONFIG table (returnOrderTopicConfigToBroker)
   ARGV[18] '1' when deleteTopicWithBrokerRegistration is on and the body has no static-topic
            mappings (R10a): leftover topics of the broker then force a topic pass
+  ARGV[19] hash of the raw body (with request version and compressed flag), or ''
 
   Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat}
     status 1 registered; 0 refused (R7: first registration of an id carrying exactly one topic);
-    2 ignored (R6: an older stateVersion than the live registration of the same id).
+    2 ignored (R6: an older stateVersion than the live registration of the same id);
+    3 body needed (ARGV[9] was '' and the body is not the last complete one): nothing was changed.
     mode 0 topics untouched; 1 upsert every topic; 2 add only topics missing for the broker.
     masterAddr/haServerAddr are '' unless the broker is a slave and its master is live (R13).
     orderConfigFlat is HGETALL of the ORDER_TOPIC_CONFIG namespace when hasOrderConfig is 1.
@@ -69,8 +74,33 @@ local digest, token, via = ARGV[13], ARGV[14], ARGV[15]
 local maxLen = ARGV[16]
 local wantOrderConfig = ARGV[17] == '1'
 local pruneLeftovers = ARGV[18] == '1'
+local bodyHash = ARGV[19] or ''
 local member = cluster .. '/' .. addr
 local now = nowMs()
+local prevLive = rcall('HGET', K.live, member)
+
+-- The last complete registration of this body: reuse it without the worker decoding the body,
+-- when the full path below would leave topics untouched anyway. Checked before any write.
+if dataVersion == '' then
+  local info = decodeOrNil(prevLive)
+  local known = info and info.body
+  local bdRaw = rcall('HGET', K.brokers, brokerName)
+  local current = bdRaw and cjson.decode(bdRaw)
+  if not known or known.hash ~= bodyHash or not current or current.brokerAddrs[idKey] ~= addr
+      or rcall('HGET', K.dataversions, member) ~= known.dataVersion then
+    return {3, 0, 0, '', '', 0, {}}
+  end
+  local writesTopics = brokerId == 0
+    or (actingArg ~= '' and brokerId == minBrokerId(current.brokerAddrs))
+  if writesTopics and (rcall('HGET', K.bdigest, brokerName) ~= known.digest
+      or (pruneLeftovers and rcall('SCARD', K.btopics) ~= tonumber(known.topicCount))) then
+    return {3, 0, 0, '', '', 0, {}}
+  end
+  dataVersion, stateVersion = known.dataVersion, tonumber(known.stateVersion)
+  filterList, topicCount, digest = known.filters, tonumber(known.topicCount), known.digest
+end
+local bodyRecord = {hash = bodyHash, dataVersion = dataVersion, stateVersion = tostring(stateVersion),
+  topicCount = topicCount, digest = digest, filters = filterList}
 
 local function addToCluster()
   local list = rcall('HGET', K.clusters, cluster)
@@ -142,7 +172,7 @@ if oldAddr and oldAddr ~= addr then
     dropLive()
     emit(K.events, maxLen, 'register', now, {'result', 'ignored', 'cluster', cluster,
       'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'dataVersion', dataVersion,
-      'routeChanged', bdChanged and '1' or '0', 'via', via})
+      'routeChanged', bdChanged and '1' or '0', 'brokerData', encodeBroker(bd), 'via', via})
     local hasOrder, order = orderConfig()
     return {2, 0, 0, '', '', hasOrder, order}
   end
@@ -156,7 +186,8 @@ if oldAddr == nil and topicCount == 1 then
   end
   emit(K.events, maxLen, 'register', now, {'result', 'refused', 'cluster', cluster,
     'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey,
-    'routeChanged', (bdChanged and not registerFirst) and '1' or '0', 'via', via})
+    'routeChanged', (bdChanged and not registerFirst) and '1' or '0',
+    'brokerData', registerFirst and '' or encodeBroker(bd), 'via', via})
   return {0, 0, 0, '', '', 0, {}}
 end
 
@@ -190,14 +221,14 @@ if isMaster or isPrimeSlave then
 end
 
 -- R11: liveness, with a new epoch that fences every later removal.
-local prevLive = rcall('HGET', K.live, member)
 local prevDeadline = tonumber(rcall('ZSCORE', K.deadlines, member) or '0')
 local newSession = (not prevLive) or prevDeadline < now
 local epoch = rcall('INCR', K.epoch)
 local deadline = now + timeout
+-- `body` (what this registration's body amounts to) is kept once the registration is complete.
 rcall('HSET', K.live, member, cjson.encode({brokerName = brokerName, brokerId = brokerId,
   epoch = epoch, heartbeatTimeoutMillis = timeout, haServerAddr = haAddr, via = via,
-  registeredAt = now}))
+  registeredAt = now, body = (mode == 0 and bodyHash ~= '') and bodyRecord or nil}))
 rcall('ZADD', K.deadlines, deadline, member)
 rcall('SET', K.alive, epoch, 'PX', timeout)
 if mode == 0 then
@@ -206,7 +237,8 @@ if mode == 0 then
 else
   rcall('HSET', K.pending, member, cjson.encode({token = token, mode = mode,
     wipe = isPrimeSlave and acting, mapWrite = registerFirst or changed,
-    dataVersion = dataVersion, digest = digest, epoch = epoch}))
+    dataVersion = dataVersion, digest = digest, epoch = epoch,
+    body = bodyHash ~= '' and bodyRecord or nil}))
 end
 
 -- R12

@@ -9,12 +9,13 @@ import struct
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
 from namesrv.app import begin_drain
 from namesrv.config import Settings
-from namesrv.keys import REMOTING
+from namesrv.keys import REMOTING, SERVICE
 from namesrv.protocol.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, encode
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.cli import main as sim_main
@@ -295,5 +296,46 @@ async def test_more_requests_than_redis_connections_wait_instead_of_failing(sett
             await broker(c).register()
             replies = await asyncio.gather(*(c.invoke(105, {"topic": "TopicTest"}) for _ in range(400)))
         assert {r.code for r in replies} == {0}
+    finally:
+        await close_client(app)
+
+
+async def test_an_unchanged_body_is_not_decoded_again(
+    settings: Settings, redis: Redis, namespace: str
+) -> None:
+    app, addr = await worker(dataclasses.replace(settings, registerChunkTopics=50))
+    service = app.app[SERVICE]
+    try:
+        async with await RemotingClient.connect(addr) as c:
+            b = SimBroker(
+                c,
+                "DefaultCluster",
+                "broker-a",
+                "127.0.0.1:10911",
+                topics=topic_configs([f"T{i:03d}" for i in range(120)]),
+            )
+            await b.register()
+            assert service.bodies_decoded == 1
+            for _ in range(3):
+                await b.register()  # the periodic re-registration: same body
+            assert service.bodies_decoded == 1
+            b.zone = "zone-a"  # header-only change: still no decoding, but the BrokerData changes
+            await b.register()
+            assert service.bodies_decoded == 1
+            route = orjson.loads((await c.invoke(105, {"topic": "T000"})).body or b"")
+            assert route["brokerDatas"][0]["zoneName"] == "zone-a"
+            b.bump()
+            await b.register()  # new DataVersion: a new body, decoded once ...
+            await b.register()
+            assert service.bodies_decoded == 2  # ... and then reused
+            await redis.hdel(Keyspace(namespace).topic("T007"), "broker-a")  # e.g. an admin deleted it
+            await redis.hdel(Keyspace(namespace).bdigest, "broker-a")
+            await b.register()  # the digest no longer vouches for the topics: decode, re-add
+            assert service.bodies_decoded == 3
+            assert (await c.invoke(105, {"topic": "T007"})).code == 0
+            await b.unregister()
+            await b.register()  # a new session needs the body again
+            assert service.bodies_decoded == 4
+            assert (await c.invoke(105, {"topic": "T119"})).code == 0
     finally:
         await close_client(app)

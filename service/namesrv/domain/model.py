@@ -8,7 +8,7 @@ bad payload is a :class:`BadRequest`, never a half-written registration.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +130,15 @@ class TopicConfig:
             attributes={str(k): str(v) for k, v in attrs.items()},
         )
 
+    def queue_data_json(self, quoted_broker_name: str) -> str:
+        """``queue_data(name).to_json()`` without the intermediate object (registrations render
+        thousands); ``quoted_broker_name`` is ``quote(broker_name)``, computed once per body."""
+        return (
+            f'{{"brokerName":{quoted_broker_name},"perm":{self.perm},"readQueueNums":'
+            f'{self.readQueueNums},"topicSysFlag":{self.topicSysFlag},"writeQueueNums":'
+            f"{self.writeQueueNums}}}"
+        )
+
     def queue_data(self, broker_name: str, *, wipe_write: bool = False) -> QueueData:
         perm = self.perm & ~PERM_WRITE if wipe_write else self.perm
         return QueueData(broker_name, perm, self.readQueueNums, self.topicSysFlag, self.writeQueueNums)
@@ -216,17 +225,26 @@ class TopicConfigWrapper:
 
 
 @dataclass(frozen=True)
+class LazyBody:
+    """A REGISTER_BROKER body not decoded yet: its hash, and how to decode it when needed."""
+
+    hash: str
+    decode: Callable[[], Awaitable[tuple[TopicConfigWrapper, tuple[str, ...] | None]]]
+
+
+@dataclass(frozen=True)
 class RegisterBrokerRequest:
     clusterName: str
     brokerAddr: str
     brokerName: str
     brokerId: int
     haServerAddr: str
-    wrapper: TopicConfigWrapper
+    wrapper: TopicConfigWrapper | None  # None: see `body`
     filterServerList: tuple[str, ...] | None = None
     zoneName: str | None = None
     heartbeatTimeoutMillis: int | None = None
     enableActingMaster: bool | None = None  # None: a 4.x broker that does not send the field
+    body: LazyBody | None = None  # the raw body, decoded only if the registry needs its content
 
 
 @dataclass(frozen=True)

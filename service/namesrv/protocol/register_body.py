@@ -25,7 +25,7 @@ from typing import Any
 
 from namesrv.domain.codes import Version
 from namesrv.domain.errors import BadRequest
-from namesrv.domain.model import DataVersion, TopicConfig, TopicConfigWrapper
+from namesrv.domain.model import MAX_NAME_LENGTH, DataVersion, TopicConfig, TopicConfigWrapper
 from namesrv.protocol import lenient_json
 from namesrv.protocol.headers import parse_java_int
 
@@ -40,6 +40,7 @@ __all__ = [
 # A compressed body larger than this once inflated is refused (a zip bomb, not a broker: ten
 # thousand topics inflate to well under a megabyte).
 MAX_INFLATED_BODY = 64 * 1024 * 1024
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 # Nesting allowed inside values kept as plain data (TopicQueueMappingInfo has 2 levels). The
 # rest of the service renders them recursively, which must stay far from the recursion limit.
 MAX_KEPT_DEPTH = 32
@@ -172,7 +173,46 @@ def _topic_config_table(value: Any, where: str) -> dict[str, TopicConfig]:
     return table
 
 
+def _well_formed_topic_config(obj: dict[str, Any], key: str) -> TopicConfig | None:
+    """The case every real broker sends, checked inline (10k topics per body make the general
+    path's per-field helpers the main cost); None sends anything else to the careful path, which
+    accepts and rejects exactly the same inputs."""
+    name = obj.get("topicName", key)
+    read, write = obj.get("readQueueNums", 16), obj.get("writeQueueNums", 16)
+    perm, flag = obj.get("perm", 6), obj.get("topicSysFlag", 0)
+    filter_type, order, attributes = (
+        obj.get("topicFilterType", "SINGLE_TAG"),
+        obj.get("order", False),
+        obj.get("attributes"),
+    )
+    if (
+        type(name) is str
+        and 0 < len(name) <= MAX_NAME_LENGTH
+        and name.isprintable()
+        and type(read) is int
+        and 0 <= read <= _INT_MAX
+        and type(write) is int
+        and 0 <= write <= _INT_MAX
+        and type(perm) is int
+        and _INT_MIN <= perm <= _INT_MAX
+        and type(flag) is int
+        and _INT_MIN <= flag <= _INT_MAX
+        and type(filter_type) is str
+        and type(order) is bool
+        and (
+            not attributes or (type(attributes) is dict and all(type(v) is str for v in attributes.values()))
+        )
+    ):
+        return TopicConfig(
+            name, read, write, perm, filter_type, flag, order, dict(attributes) if attributes else {}
+        )
+    return None
+
+
 def _topic_config(obj: dict[str, Any], key: str, where: str) -> TopicConfig:
+    fast = _well_formed_topic_config(obj, key)
+    if fast is not None:
+        return fast
     # fastjson reads an enum from its ordinal too, and Map<String, String> values from any
     # scalar; TopicConfig.from_obj does the rest (and ignores fields it does not know).
     filter_type = obj.get("topicFilterType")

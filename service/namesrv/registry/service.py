@@ -8,6 +8,7 @@ flags of the effective configuration. Every write still happens inside a Lua scr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -33,9 +34,9 @@ from namesrv.domain.model import (
     check_addr,
     check_name,
 )
-from namesrv.protocol.fastjson import dumps
+from namesrv.protocol.fastjson import dumps, quote
 from namesrv.registry.route_cache import CachedRoute, Lookup, RouteCache
-from namesrv.store.registry_store import RETRY_KEYS, RegistryStore, TopicWrite
+from namesrv.store.registry_store import RETRY_KEYS, HeaderOutcome, RegistryStore, TopicWrite
 
 log = logging.getLogger(__name__)
 MIN_TIMEOUT_MS = 1000
@@ -68,6 +69,7 @@ class RegistryService:
         self.store = store
         self.settings = settings
         self.cache: RouteCache | None = None
+        self.bodies_decoded = 0  # REGISTER_BROKER bodies the registry needed to read
 
     def enable_route_cache(self) -> RouteCache:
         s = self.settings()
@@ -93,7 +95,11 @@ class RegistryService:
     async def register_broker(
         self, req: RegisterBrokerRequest
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
-        """Returns (None, None) when refused (R7: "register broker failed")."""
+        """Returns (None, None) when refused (R7: "register broker failed").
+
+        A request whose body is still raw (``req.body``) first asks Redis to reuse the last
+        complete registration of that same body: the common periodic re-registration then costs
+        one short Redis call and no decoding. Only when Redis needs the content is it decoded."""
         s = self.settings()
         check_name(req.clusterName, "clusterName")
         check_name(req.brokerName, "brokerName")
@@ -103,14 +109,10 @@ class RegistryService:
         timeout = req.heartbeatTimeoutMillis or s.defaultBrokerTimeoutMillis
         if not MIN_TIMEOUT_MS <= timeout <= MAX_TIMEOUT_MS:
             raise BadRequest(f"heartbeatTimeoutMillis must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS}")
-        for server in req.filterServerList or ():
-            check_addr(server, "filterServerList entry")
-        wrapper = req.wrapper
-        configs = sorted(wrapper.topicConfigTable.values(), key=lambda tc: tc.topicName)
-        names = [tc.topicName for tc in configs]
-        prune = s.deleteTopicWithBrokerRegistration and not wrapper.topicQueueMappingInfoMap
         token = uuid.uuid4().hex
-        header = await self.store.register_header(
+        body_hash = req.body.hash if req.body is not None else ""
+        register_header = functools.partial(
+            self.store.register_header,
             cluster=req.clusterName,
             addr=req.brokerAddr,
             broker_name=req.brokerName,
@@ -119,31 +121,43 @@ class RegistryService:
             zone=req.zoneName,
             timeout_ms=timeout,
             acting=req.enableActingMaster,
-            data_version_json=wrapper.dataVersion.to_json(),
-            state_version=wrapper.dataVersion.stateVersion,
-            filters_json=None if req.filterServerList is None else dumps(list(req.filterServerList)),
-            topic_count=len(names),
-            digest=topic_digest(names),
             token=token,
             return_order=s.returnOrderTopicConfigToBroker,
+            body_hash=body_hash,
+        )
+        wrapper, filters = req.wrapper, req.filterServerList
+        if wrapper is None:
+            assert req.body is not None, "a registration needs a wrapper or a body"
+            header = await register_header(
+                data_version_json="",
+                state_version=0,
+                filters_json=None,
+                topic_count=0,
+                digest="",
+                prune_leftovers=s.deleteTopicWithBrokerRegistration,
+            )
+            if header.status != 3:
+                self._wrote()
+                return self._registered(req, header)
+            self.bodies_decoded += 1
+            wrapper, filters = await req.body.decode()
+        for server in filters or ():
+            check_addr(server, "filterServerList entry")
+        configs = sorted(wrapper.topicConfigTable.values(), key=lambda tc: tc.topicName)
+        names = [tc.topicName for tc in configs]
+        prune = s.deleteTopicWithBrokerRegistration and not wrapper.topicQueueMappingInfoMap
+        header = await register_header(
+            data_version_json=wrapper.dataVersion.to_json(),
+            state_version=wrapper.dataVersion.stateVersion,
+            filters_json=None if filters is None else dumps(list(filters)),
+            topic_count=len(names),
+            digest=topic_digest(names),
             prune_leftovers=prune,
         )
         self._wrote()
-        if header.status == 0:
-            return None, None
-        if header.status == 2:
-            log.info(
-                "register of %s/%s id %d ignored: a live registration of that id has a newer stateVersion",
-                req.clusterName,
-                req.brokerAddr,
-                req.brokerId,
-            )
-            return RegisterBrokerResult(order_topic_config=header.order_config, accepted=False), None
-        if header.mode:
-            writes = [
-                TopicWrite(tc.topicName, tc.queue_data(req.brokerName).to_json(), tc.topicSysFlag)
-                for tc in configs
-            ]
+        if header.status == 1 and header.mode:
+            quoted = quote(req.brokerName)
+            writes = [TopicWrite(tc.topicName, tc.queue_data_json(quoted), tc.topicSysFlag) for tc in configs]
             removals: list[str] = []
             if prune:
                 present = set(names)
@@ -167,6 +181,21 @@ class RegistryService:
                     req.clusterName,
                     req.brokerAddr,
                 )
+        return self._registered(req, header)
+
+    def _registered(
+        self, req: RegisterBrokerRequest, header: HeaderOutcome
+    ) -> tuple[RegisterBrokerResult | None, Registration | None]:
+        if header.status == 0:
+            return None, None
+        if header.status == 2:
+            log.info(
+                "register of %s/%s id %d ignored: a live registration of that id has a newer stateVersion",
+                req.clusterName,
+                req.brokerAddr,
+                req.brokerId,
+            )
+            return RegisterBrokerResult(order_topic_config=header.order_config, accepted=False), None
         result = RegisterBrokerResult(
             haServerAddr=header.ha_server_addr or None,
             masterAddr=header.master_addr or None,

@@ -8,6 +8,8 @@ it does not). Errors raised by use-cases become code-1 replies in :func:`dispatc
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -24,7 +26,7 @@ from namesrv.domain.codes import (
     topic_not_exist_remark,
 )
 from namesrv.domain.errors import BadRequest, NamesrvError, NotReady, PermissionDenied
-from namesrv.domain.model import DataVersion, QueueData, RegisterBrokerRequest
+from namesrv.domain.model import DataVersion, LazyBody, QueueData, RegisterBrokerRequest, TopicConfigWrapper
 from namesrv.javaprops import PropertiesError, format_properties, parse_properties
 from namesrv.protocol import lenient_json
 from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps
@@ -37,6 +39,7 @@ from namesrv.worker import WorkerState
 
 log = logging.getLogger(__name__)
 REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
+DECODE_IN_THREAD_BYTES = 256 * 1024
 
 
 @dataclass
@@ -148,23 +151,33 @@ async def register_broker(
     broker_id = get_long(ext, "brokerId")
     if broker_id is None:
         raise BadRequest("brokerId is required")
-    now_ms = int(time.time() * 1000)
-    if cmd.version < Version.V3_0_11:
-        now_ms = await ctx.service.store.server_time_ms()  # the fresh DataVersion of an old body
-    try:
-        wrapper, filters = decode_register_body(
-            cmd.body, version=cmd.version, compressed=get_bool(ext, "compressed", False), now_ms=now_ms
-        )
-    except BodyDecodeError as exc:
-        raise BadRequest(f"{REMOTING_EXCEPTION}: Failed to decode RegisterBrokerBody: {exc}") from None
+    version, compressed, raw = cmd.version, get_bool(ext, "compressed", False), cmd.body
+    digest = hashlib.sha1(f"{version}/{compressed}/".encode())
+    if raw:
+        digest.update(raw)
+
+    async def decode() -> tuple[TopicConfigWrapper, tuple[str, ...] | None]:
+        now_ms = int(time.time() * 1000)
+        if version < Version.V3_0_11:
+            now_ms = await ctx.service.store.server_time_ms()  # the fresh DataVersion of an old body
+        try:
+            if raw is not None and len(raw) > DECODE_IN_THREAD_BYTES:
+                # A big body takes a while; in a thread, route lookups keep being answered meanwhile.
+                return await asyncio.to_thread(
+                    decode_register_body, raw, version=version, compressed=compressed, now_ms=now_ms
+                )
+            return decode_register_body(raw, version=version, compressed=compressed, now_ms=now_ms)
+        except BodyDecodeError as exc:
+            raise BadRequest(f"{REMOTING_EXCEPTION}: Failed to decode RegisterBrokerBody: {exc}") from None
+
     request = RegisterBrokerRequest(
         clusterName=_required(ext, "clusterName"),
         brokerAddr=_required(ext, "brokerAddr"),
         brokerName=_required(ext, "brokerName"),
         brokerId=broker_id,
         haServerAddr=get_str(ext, "haServerAddr") or "",
-        wrapper=wrapper,
-        filterServerList=filters,
+        wrapper=None,
+        body=LazyBody(digest.hexdigest(), decode),
         zoneName=get_str(ext, ZONE_NAME),
         heartbeatTimeoutMillis=get_long(ext, "heartbeatTimeoutMillis"),
         enableActingMaster=get_bool(ext, "enableActingMaster"),

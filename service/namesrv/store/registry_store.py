@@ -30,7 +30,7 @@ def _pairs(flat: Sequence[str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class HeaderOutcome:
-    status: int  # 1 registered, 0 refused (R7), 2 ignored (R6)
+    status: int  # 1 registered, 0 refused (R7), 2 ignored (R6), 3 body needed (nothing changed)
     epoch: int
     mode: int  # 0 no topic writes, 1 upsert all, 2 add missing only
     master_addr: str
@@ -115,6 +115,7 @@ class RegistryStore:
         token: str,
         return_order: bool,
         prune_leftovers: bool,
+        body_hash: str = "",
     ) -> HeaderOutcome:
         k = self.k
         keys = [
@@ -153,8 +154,11 @@ class RegistryStore:
             self.max_len,
             "1" if return_order else "0",
             "1" if prune_leftovers else "0",
+            body_hash,
         ]
         r = await self._call("registerBroker", keys, args)
+        if int(r[0]) == 3:
+            return HeaderOutcome(3, 0, 0, "", "", None)
         return HeaderOutcome(
             status=int(r[0]),
             epoch=int(r[1]),
@@ -190,6 +194,7 @@ class RegistryStore:
             k.bdigest,
             k.routever,
             k.events,
+            k.live,
         ]
         member = live_member(cluster, addr)
         pieces = list(chunks) or [[]]

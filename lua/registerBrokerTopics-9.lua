@@ -5,7 +5,7 @@
   broker (same token); a newer registration or an unregister fences older chunks out. Chunks
   only add or update queues before the final one removes any, so no intermediate state loses a
   route that existed before. The final chunk commits the dataVersion and topic digest.
-  @keys-variadic: after the 8 fixed keys come one {ns}:topic:<topic> key per upsert, then one per
+  @keys-variadic: after the 9 fixed keys come one {ns}:topic:<topic> key per upsert, then one per
   removal, then one {ns}:mapping:<topic> key per mapping, in ARGV order.
 
   KEYS[1]  {ns}:pending         HASH member -> pending registration JSON
@@ -16,6 +16,7 @@
   KEYS[6]  {ns}:bdigest         HASH brokerName -> digest of its registered topic names
   KEYS[7]  {ns}:routever        STRING route version
   KEYS[8]  {ns}:events          STREAM change log
+  KEYS[9]  {ns}:live            HASH member -> live info JSON (the final chunk records the body)
 
   ARGV[1]  member '<cluster>/<brokerAddr>'
   ARGV[2]  brokerName
@@ -26,8 +27,7 @@
   ARGV[7]  number of static-topic mappings M (only in a final chunk)
   ARGV[8]  change-log length
   ARGV[9]  chunk number (diagnostics)
-  then U triples: topic, QueueData JSON (canonical, as the broker sent it), topicSysFlag (unused:
-  the topic's flag is recomputed from its stored queues)
+  then U triples: topic, QueueData JSON (canonical, as the broker sent it), its topicSysFlag
   then R topic names
   then M pairs: topic, TopicQueueMappingInfo JSON (stored under its "bname")
 
@@ -38,7 +38,7 @@
 --- @include "common"
 
 local K = {pending = KEYS[1], topics = KEYS[2], topicflags = KEYS[3], btopics = KEYS[4],
-  dataversions = KEYS[5], bdigest = KEYS[6], routever = KEYS[7], events = KEYS[8]}
+  dataversions = KEYS[5], bdigest = KEYS[6], routever = KEYS[7], events = KEYS[8], live = KEYS[9]}
 local member, brokerName, token = ARGV[1], ARGV[2], ARGV[3]
 local final = ARGV[4] == '1'
 local nUp, nRm, nMap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -52,16 +52,25 @@ local now = nowMs()
 local upserted, removed, fresh = {}, {}, {}
 local a = 10
 for i = 1, nUp do
-  local topic, qd = ARGV[a], ARGV[a + 1]
+  local topic, qd, flag = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   a = a + 3
-  local key = KEYS[8 + i]
+  local key = KEYS[9 + i]
   if pending.wipe then qd = clearWriteBit(qd) end
   local previous = rcall('HGET', key, brokerName)
   if previous ~= qd and (pending.mode == 1 or not previous) then
     rcall('HSET', key, brokerName, qd)
     upserted[#upserted + 1] = '[' .. jsonString(topic) .. ',' .. qd .. ']'
-    if not previous then fresh[#fresh + 1] = topic end
-    syncTopicFlag(K.topicflags, key, topic)
+    if not previous then
+      fresh[#fresh + 1] = topic
+      if rcall('HLEN', key) == 1 then
+        -- a new topic: its only queue sets the flag (a removed topic left none behind)
+        if flag ~= '0' then rcall('HSET', K.topicflags, topic, flag) end
+      else
+        syncTopicFlag(K.topicflags, key, topic)
+      end
+    elseif string.match(previous, '"topicSysFlag":(%-?%d+)') ~= flag then
+      syncTopicFlag(K.topicflags, key, topic)
+    end
   end
 end
 -- Only queues new to the broker change the topic indexes.
@@ -71,7 +80,7 @@ local gone = {}
 for j = 1, nRm do
   local topic = ARGV[a]
   a = a + 1
-  local key = KEYS[8 + nUp + j]
+  local key = KEYS[9 + nUp + j]
   if rcall('HDEL', key, brokerName) == 1 then
     removed[#removed + 1] = topic
     if rcall('EXISTS', key) == 0 then
@@ -91,12 +100,17 @@ if final then
       if ok and type(info) == 'table' and type(info.bname) == 'string' and info.bname ~= '' then
         bname = info.bname
       end
-      rcall('HSET', KEYS[8 + nUp + nRm + m], bname, ARGV[a + 1])
+      rcall('HSET', KEYS[9 + nUp + nRm + m], bname, ARGV[a + 1])
       a = a + 2
     end
   end
   rcall('HSET', K.dataversions, member, pending.dataVersion)
   rcall('HSET', K.bdigest, brokerName, pending.digest)
+  local info = decodeOrNil(rcall('HGET', K.live, member))
+  if info and pending.body and tostring(info.epoch) == tostring(pending.epoch) then
+    info.body = pending.body
+    rcall('HSET', K.live, member, cjson.encode(info))
+  end
   rcall('HDEL', K.pending, member)
 end
 if #upserted > 0 or #removed > 0 then
