@@ -240,3 +240,18 @@ async def test_own_writes_are_read_back_before_the_feed_catches_up(
     cache.on_event("registerQueues", {"upserted": '[["T",{}]]', "removed": "[]"})
     await cache.get("T")
     assert cache.stats()["bypasses"] == 1 and registry.reads == 3
+
+
+async def test_peek_answers_only_what_is_safe_without_waiting(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    assert cache.peek("T") is None  # not cached yet: only get() can answer
+    await cache.get("T")
+    assert await cache.get("Gone") is None
+    hit = cache.peek("T")
+    assert hit is not None and hit is not False and hit.data.brokerDatas[0].brokerName == "a"
+    assert cache.peek("Gone") is False  # a cached "does not exist"
+    clock.now += 0.2  # the feed lags: nothing is safe from memory
+    assert cache.peek("T") is None
+    assert registry.reads == 2

@@ -25,6 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import orjson
 
@@ -112,6 +113,23 @@ class RouteCache:
     def note_local_write(self) -> None:
         """This worker just committed a change: answer from Redis until the feed has read past it."""
         self.local_write_at = self.clock()
+
+    def peek(self, topic: str) -> CachedRoute | Literal[False] | None:
+        """Without waiting: the cached route, ``False`` for a cached "does not exist", or
+        ``None`` when only :meth:`get` can answer (not cached, or not safe to answer from memory)."""
+        if self._view_of() != self._view or not self.fresh():
+            return None
+        now = self.clock()
+        entry = self._routes.get(topic)
+        if entry is not None and entry.expires_at > now:
+            self._routes.move_to_end(topic)
+            self.hits += 1
+            return entry
+        missing_until = self._missing.get(topic)
+        if missing_until is not None and missing_until > now:
+            self.hits += 1
+            return False
+        return None
 
     async def get(self, topic: str) -> CachedRoute | None:
         """The route of ``topic`` (None: TOPIC_NOT_EXIST), from memory when it is safe."""

@@ -34,6 +34,7 @@ from namesrv.protocol.headers import get_bool, get_int, get_long, get_str
 from namesrv.protocol.register_body import BodyDecodeError, crc32_matches, decode_register_body
 from namesrv.protocol.remoting import RemotingCommand, response_to
 from namesrv.registry.config_update import apply_update
+from namesrv.registry.route_cache import CachedRoute
 from namesrv.registry.service import Registration, RegistryService
 from namesrv.worker import WorkerState
 
@@ -247,9 +248,29 @@ async def broker_heartbeat(
 async def get_route(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCommand) -> RemotingCommand:
     if ctx.worker.waiting_for_service():
         raise NotReady()
-    ext = _ext(cmd)
-    topic = get_str(ext, "topic")
+    topic = get_str(_ext(cmd), "topic")
     route = await ctx.service.route_entry(topic) if topic is not None else None
+    return _route_reply(ctx, cmd, topic, route)
+
+
+def route_from_cache(ctx: HandlerContext, cmd: RemotingCommand) -> RemotingCommand | None:
+    """GET_ROUTEINFO_BY_TOPIC answered without waiting when the worker's cache can answer it:
+    no task, no Redis. None: go through :func:`dispatch`."""
+    cache = ctx.service.cache
+    if cache is None or ctx.worker.waiting_for_service():
+        return None
+    topic = (cmd.ext_fields or {}).get("topic")
+    if topic is None:
+        return None
+    found = cache.peek(topic)
+    if found is None:
+        return None
+    return _route_reply(ctx, cmd, topic, found or None)
+
+
+def _route_reply(
+    ctx: HandlerContext, cmd: RemotingCommand, topic: str | None, route: CachedRoute | None
+) -> RemotingCommand:
     if route is None:
         return reply(
             ctx,
@@ -257,6 +278,7 @@ async def get_route(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCom
             ResponseCode.TOPIC_NOT_EXIST,
             remark=topic_not_exist_remark(topic if topic is not None else "null"),
         )
+    ext = _ext(cmd)
     zone = get_str(ext, ZONE_NAME)
     if get_bool(ext, ZONE_MODE, False) and zone and zone.strip():
         # ZoneRouteRPCHook re-encodes with fastjson's default, whatever the client asked for.

@@ -23,11 +23,19 @@ from namesrv.domain.codes import RequestCode, ResponseCode, Version
 from namesrv.metrics import Metrics
 from namesrv.protocol.remoting import FrameDecoder, FrameError, RemotingCommand, encode
 from namesrv.registry.service import Registration
-from namesrv.remoting.handlers import ConnectionState, HandlerContext, dispatch, operation_name, reply
+from namesrv.remoting.handlers import (
+    ConnectionState,
+    HandlerContext,
+    dispatch,
+    operation_name,
+    reply,
+    route_from_cache,
+)
 
 log = logging.getLogger(__name__)
 OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+ROUTE_OPERATION = RequestCode.GET_ROUTEINFO_BY_TOPIC.name
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
@@ -87,8 +95,20 @@ class RemotingConnection(asyncio.Protocol):
                 self._start(cmd)
             self.close()
             return
+        answered: list[bytes] = []
+        server = self.server
         for cmd in commands:
+            if cmd.code == ROUTE_CODE and not cmd.is_response and not server.draining:
+                started = time.perf_counter()
+                response = route_from_cache(server.ctx, cmd)
+                if response is not None:  # a cache hit: answered now, in this batch's one write
+                    server.count(ROUTE_OPERATION, response.code, time.perf_counter() - started)
+                    if not cmd.is_oneway:
+                        answered.append(encode(response))
+                    continue
             self._start(cmd)
+        if answered and self.transport and not self.transport.is_closing():
+            self.transport.write(b"".join(answered))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -126,9 +146,7 @@ class RemotingConnection(asyncio.Protocol):
                 response = await dispatch(server.ctx, self.state, cmd)
             finally:
                 server.admission.leave(cmd.code)
-        outcome = "ok" if response.code == ResponseCode.SUCCESS else f"code{response.code}"
-        server.metrics.requests.labels("remoting", operation, outcome).inc()
-        server.metrics.latency.labels("remoting", operation).observe(time.perf_counter() - started)
+        server.count(operation, response.code, time.perf_counter() - started)
         if not cmd.is_oneway and self.transport and not self.transport.is_closing():
             self.transport.write(encode(response))
             self.last_active = time.monotonic()
@@ -177,6 +195,7 @@ class RemotingServer:
         self.connections: set[RemotingConnection] = set()
         self.background: set[asyncio.Task[None]] = set()
         self.draining = False
+        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._server: asyncio.Server | None = None
         self._idle_task: asyncio.Task[None] | None = None
 
@@ -185,6 +204,19 @@ class RemotingServer:
         assert self._server is not None
         port: int = self._server.sockets[0].getsockname()[1]
         return port
+
+    def count(self, operation: str, code: int, seconds: float) -> None:
+        """Request metrics, with the label lookups done once per (operation, outcome)."""
+        key = (operation, code)
+        children = self._children.get(key)
+        if children is None:
+            outcome = "ok" if code == ResponseCode.SUCCESS else f"code{code}"
+            children = self._children[key] = (
+                self.metrics.requests.labels("remoting", operation, outcome),
+                self.metrics.latency.labels("remoting", operation),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
