@@ -1,9 +1,10 @@
 """The Python ceiling: a bare asyncio + uvloop server that does the least a route server can do.
 
 Remoting: for every frame it reads the opaque out of the header (nothing else is decoded) and
-writes a pre-encoded GET_ROUTEINFO_BY_TOPIC reply, one ``transport.write`` per request as the
-real worker does, with the same header layout and the very body bytes a fleet worker returned
-for a benchmark topic, so replies have the same size. HTTP: an aiohttp app whose only handler
+answers with a pre-encoded GET_ROUTEINFO_BY_TOPIC reply, with the same header layout and the very
+body bytes a fleet worker returned for a benchmark topic, so replies have the same size. Like the
+real worker answering from its cache, it writes the replies to the frames of one read together,
+in one ``transport.write``. HTTP: an aiohttp app whose only handler
 returns the pre-encoded route JSON the worker served. No Redis, no lookup, no encoding: what is
 left is the per-request cost of Python, the event loop and the kernel, which is the ceiling our
 workers are measured against (``route lookups/s ÷ ceiling``).
@@ -61,6 +62,7 @@ class CeilingProtocol(asyncio.Protocol):
         pos, end = 0, len(buffer)
         transport, template = self.transport, self.template
         assert transport is not None
+        replies: list[bytes] = []
         with memoryview(buffer) as view:
             while end - pos >= 8:
                 total, type_and_length = _PREFIX.unpack_from(view, pos)
@@ -76,9 +78,11 @@ class CeilingProtocol(asyncio.Protocol):
                     opaque = int(buffer[at:stop])
                 else:  # ROCKETMQ binary header: code(2) language(1) version(2) opaque(4)
                     (opaque,) = _BINARY_OPAQUE.unpack_from(view, header_start + 5)
-                transport.write(template.frame(opaque))
+                replies.append(template.frame(opaque))
                 pos += 4 + total
         del buffer[:pos]
+        if replies:
+            transport.write(b"".join(replies))
 
 
 async def serve(remoting_port: int, http_port: int, remoting_body: bytes, http_body: bytes) -> None:

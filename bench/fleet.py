@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,6 +140,24 @@ class Bench:
                             self.http_body = body
                 await client.aclose()
 
+    async def warm_routes(self, batch: int = 200) -> float:
+        """Look every topic up once on every worker, so the measurements see the steady state
+        (every route cached) instead of the cold start: a warm-up window of a few seconds would
+        not fill 10,000 routes, and the misses would be counted as lookup cost."""
+        started = time.perf_counter()
+        for i in range(len(self.workers)):
+            client = await self.connect(i)
+            for start in range(0, len(self.topics), batch):
+                part = self.topics[start : start + batch]
+                replies = await asyncio.gather(
+                    *(client.invoke(105, {"topic": t}, version=ROUTE_VERSION) for t in part)
+                )
+                failed = [t for t, r in zip(part, replies, strict=True) if r.code != 0]
+                if failed:
+                    raise RuntimeError(f"worker-{i}: no route for {failed[:3]}")
+            await client.aclose()
+        return round(time.perf_counter() - started, 2)
+
     async def start_ceilings(self, count: int) -> None:
         remoting_body = self.log_dir / "route-body.bin"
         http_body = self.log_dir / "route-body.json"
@@ -210,3 +229,20 @@ def _memory_report(samples: list[dict[str, int]], topics: int) -> dict[str, obje
             }
         )
     return {"topics": topics, "samples": samples, "per_10k_topics": steps}
+
+
+CACHE_METRIC = "namesrv_route_cache_lookups_total{"
+
+
+async def cache_outcomes(urls: list[str]) -> dict[str, float]:
+    """Route cache lookups by outcome (hit, miss, bypass), summed over the workers at ``urls``."""
+    totals: dict[str, float] = {}
+    async with aiohttp.ClientSession() as session:
+        for url in urls:
+            async with session.get(f"{url}/metrics") as resp:
+                text = await resp.text()
+            for line in text.splitlines():
+                if line.startswith(CACHE_METRIC):
+                    label = line.split('"')[1]
+                    totals[label] = totals.get(label, 0.0) + float(line.rsplit(" ", 1)[1])
+    return totals

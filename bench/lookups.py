@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.fleet import Bench
+from bench.fleet import Bench, cache_outcomes
 from bench.loadgen import LoadJob, Protocol
 from bench.procs import CpuMeter, settle, with_other
 from bench.redisstats import LUA_COMMANDS, commandstats, lua_summary, reset_stats
@@ -66,15 +66,21 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     cores: dict[str, float] = {}
     redis_stats: dict[str, dict[str, float]] = {}
     slowlog = b.log()
+    fleet_urls = [w.url for w in b.workers[: scenario.size]] if scenario.server == "fleet" else []
+    cache_before: dict[str, float] = {}
+    cache: dict[str, float] = {}
 
     async def window_start() -> None:
         await reset_stats(b.redis)
         await slowlog.collect()  # drop what the warm-up logged
+        cache_before.update(await cache_outcomes(fleet_urls))
         meter.start()
 
     async def window_end() -> None:
         cores.update(meter.stop())
         redis_stats.update(await commandstats(b.redis))
+        after = await cache_outcomes(fleet_urls)
+        cache.update({k: v - cache_before.get(k, 0.0) for k, v in after.items()})
 
     settled = await settle(pids["workers"] + pids["ceilings"])
     summary = await b.load_pool().run(job, on_window_start=window_start, on_window_end=window_end)
@@ -96,6 +102,8 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         "redis_us_per_request": redis_us / done,
         "redis_commands": redis_stats,
         "lua_over_1ms": lua,
+        # the workers' route cache over the window: hit / miss / bypass (change feed not fresh)
+        "route_cache": cache,
         "settle_seconds": settled,
     }
 
@@ -127,8 +135,11 @@ async def run_lookups(b: Bench, protocol: Protocol, progress: Any) -> list[dict[
 
 def _line(row: dict[str, Any]) -> str:
     c = row["cores"]
+    cache = row.get("route_cache") or {}
+    total = sum(cache.values())
+    outcome = "  cache " + " ".join(f"{k} {v / total:.0%}" for k, v in sorted(cache.items())) if total else ""
     return (
         f"  {row['rps']:>9,.0f} req/s  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  "
         f"errors {row['errors']}  cores: load {c.get('load', 0):.2f} server {c.get('server', 0):.2f} "
-        f"redis {c.get('redis', 0):.2f} other {c.get('other', 0):.2f}"
+        f"redis {c.get('redis', 0):.2f} other {c.get('other', 0):.2f}{outcome}"
     )

@@ -167,6 +167,8 @@ async def run(cfg: BenchConfig) -> dict[str, Any]:
             if "memory" in cfg.phases:
                 result["memory"] = memory
             await b.check_routes()
+            progress("warming every worker's route cache with every topic")
+            result["meta"]["warm_seconds"] = await b.warm_routes()
             result["meta"]["route_reply_bytes"] = {"remoting": len(b.route_body), "http": len(b.http_body)}
             result.setdefault("rss", {})["after setup"] = rss(b)
         lookups: list[dict[str, Any]] = result.setdefault("lookups", [])

@@ -17,12 +17,16 @@
   ARGV[1]  topic
   ARGV[2]  '1' to read the topic's orderTopicConf (orderMessageEnable)
 
-  Returns: {found, queueDatas, brokerDatas, filterFlat, mappingFlat, orderTopicConf, now, validUntil}
+  Returns: {found, queueDatas, brokerDatas, filterFlat, mappingFlat, orderTopicConf, now, validUntil,
+            hiddenNames}
     found 0 means TOPIC_NOT_EXIST (no queues, or no live broker); queueDatas and brokerDatas
     are lists of JSON texts; filterFlat is addr, JSON array pairs; mappingFlat is HGETALL of the
     mapping; orderTopicConf is '' when absent or not asked for; now is the Redis clock (ms) and
     validUntil the earliest deadline of the brokers returned ('' when none has one): past it,
     this answer may show an expired broker, so a cache must not serve it any longer.
+    hiddenNames lists the broker names holding queues of the topic that the answer leaves out
+    (no BrokerData, or every address past its deadline): if one of them comes back, this answer
+    is out of date although it does not mention it.
   Complexity: O(broker names of the topic x their ids).
 ]]
 --- @include "common"
@@ -30,8 +34,8 @@
 local topic, wantOrder = ARGV[1], ARGV[2] == '1'
 local queues = rcall('HGETALL', KEYS[1])
 local now = nowMs()
-if #queues == 0 then return {0, {}, {}, {}, {}, '', now, ''} end
-local qds, bds, addrs = {}, {}, {}
+if #queues == 0 then return {0, {}, {}, {}, {}, '', now, '', {}} end
+local qds, bds, addrs, hidden = {}, {}, {}, {}
 local validUntil = nil
 for i = 1, #queues, 2 do
   local name, qd = queues[i], queues[i + 1]
@@ -49,10 +53,14 @@ for i = 1, #queues, 2 do
       bds[#bds + 1] = raw
       if soonest and (validUntil == nil or soonest < validUntil) then validUntil = soonest end
       for _, a in pairs(bd.brokerAddrs) do addrs[#addrs + 1] = {bd.cluster, a} end
+    else
+      hidden[#hidden + 1] = name
     end
+  else
+    hidden[#hidden + 1] = name
   end
 end
-if #bds == 0 then return {0, {}, {}, {}, {}, '', now, ''} end
+if #bds == 0 then return {0, {}, {}, {}, {}, '', now, '', hidden} end
 local filters = {}
 if rcall('HLEN', KEYS[4]) > 0 then
   for _, ca in ipairs(addrs) do
@@ -66,4 +74,4 @@ end
 local order = ''
 if wantOrder then order = rcall('HGET', KEYS[6], topic) or '' end
 return {1, qds, bds, filters, rcall('HGETALL', KEYS[5]), order, now,
-  validUntil and string.format('%d', validUntil) or ''}
+  validUntil and string.format('%d', validUntil) or '', hidden}

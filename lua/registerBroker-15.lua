@@ -45,13 +45,16 @@
            mappings (R10a): leftover topics of the broker then force a topic pass
   ARGV[19] hash of the raw body (with request version and compressed flag), or ''
 
-  Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat}
+  Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat,
+            routeChanged}
     status 1 registered; 0 refused (R7: first registration of an id carrying exactly one topic);
     2 ignored (R6: an older stateVersion than the live registration of the same id);
     3 body needed (ARGV[9] was '' and the body is not the last complete one): nothing was changed.
     mode 0 topics untouched; 1 upsert every topic; 2 add only topics missing for the broker.
     masterAddr/haServerAddr are '' unless the broker is a slave and its master is live (R13).
     orderConfigFlat is HGETALL of the ORDER_TOPIC_CONFIG namespace when hasOrderConfig is 1.
+    routeChanged is 1 when this call changed what a route lookup can return (the BrokerData, a
+    new session, an earlier deadline), as in the change-log entry; else 0.
   Error codes: none; invalid input is rejected by the worker before the call.
   Complexity: O(ids of the broker name + brokers of the cluster); never touches topics.
 ]]
@@ -88,13 +91,13 @@ if dataVersion == '' then
   local current = bdRaw and cjson.decode(bdRaw)
   if not known or known.hash ~= bodyHash or not current or current.brokerAddrs[idKey] ~= addr
       or rcall('HGET', K.dataversions, member) ~= known.dataVersion then
-    return {3, 0, 0, '', '', 0, {}}
+    return {3, 0, 0, '', '', 0, {}, 0}
   end
   local writesTopics = brokerId == 0
     or (actingArg ~= '' and brokerId == minBrokerId(current.brokerAddrs))
   if writesTopics and (rcall('HGET', K.bdigest, brokerName) ~= known.digest
       or (pruneLeftovers and rcall('SCARD', K.btopics) ~= tonumber(known.topicCount))) then
-    return {3, 0, 0, '', '', 0, {}}
+    return {3, 0, 0, '', '', 0, {}, 0}
   end
   dataVersion, stateVersion = known.dataVersion, tonumber(known.stateVersion)
   filterList, topicCount, digest = known.filters, tonumber(known.topicCount), known.digest
@@ -174,7 +177,7 @@ if oldAddr and oldAddr ~= addr then
       'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'dataVersion', dataVersion,
       'routeChanged', bdChanged and '1' or '0', 'brokerData', encodeBroker(bd), 'via', via})
     local hasOrder, order = orderConfig()
-    return {2, 0, 0, '', '', hasOrder, order}
+    return {2, 0, 0, '', '', hasOrder, order, 0}
   end
 end
 
@@ -188,7 +191,7 @@ if oldAddr == nil and topicCount == 1 then
     'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey,
     'routeChanged', (bdChanged and not registerFirst) and '1' or '0',
     'brokerData', registerFirst and '' or encodeBroker(bd), 'via', via})
-  return {0, 0, 0, '', '', 0, {}}
+  return {0, 0, 0, '', '', 0, {}, 0}
 end
 
 -- R1, R8
@@ -264,12 +267,13 @@ if not isMaster then
   end
 end
 
+-- a shorter timeout moves the deadline earlier: cached routes must not outlive it
+local routeChanged = bdChanged or newSession or prevDeadline > deadline
 emit(K.events, maxLen, 'register', now, {'result', 'ok', 'cluster', cluster,
   'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'epoch', epoch,
   'deadline', deadline, 'timeoutMillis', timeout, 'dataVersion', dataVersion,
   'newSession', newSession and '1' or '0', 'mode', mode, 'brokerData', encodeBroker(bd),
-  -- a shorter timeout moves the deadline earlier: cached routes must not outlive it
-  'routeChanged', (bdChanged or newSession or prevDeadline > deadline) and '1' or '0',
+  'routeChanged', routeChanged and '1' or '0',
   'haServerAddr', haAddr, 'via', via})
 local hasOrder, order = orderConfig()
-return {1, epoch, mode, masterAddr, masterHa, hasOrder, order}
+return {1, epoch, mode, masterAddr, masterHa, hasOrder, order, routeChanged and 1 or 0}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -35,6 +36,9 @@ from namesrv.worker import WorkerState
 log = logging.getLogger(__name__)
 CleanupContext = Callable[[web.Application], contextlib.AbstractAsyncContextManager[None]]
 FEED = web.AppKey("feed", ChangeFeed)
+# A lookup waits this long for the change feed to catch up before it reads Redis itself; a read
+# that slow means Redis is in trouble, and the lookup's own read would be no faster.
+CATCH_UP_TIMEOUT_S = 1.0
 
 
 async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -106,6 +110,7 @@ async def changefeed_ctx(app: web.Application) -> AsyncIterator[None]:
     feed.subscribe(on_change, resync)
     if cache is not None:
         feed.progress.append(lambda issued: setattr(cache, "feed_read_issued_at", issued))
+        cache.catch_up = functools.partial(feed.wait_fresh, CATCH_UP_TIMEOUT_S)
     await feed.start()
     app[FEED] = feed
     try:

@@ -93,7 +93,8 @@ class Settings:
     # --- ours ---
     redisUrl: str = _opt(
         "",
-        "Redis URL (redis://, rediss://, unix://). Empty: start an embedded redis-server "
+        "Redis URL: redis://, rediss://, unix://, redis+sentinel://host:port[,host:port]/<master>, "
+        "redis+cluster://host:port[,host:port]. Empty: start an embedded redis-server "
         "(one process on one machine only).",
     )
     redisMaxConnections: int = _opt(

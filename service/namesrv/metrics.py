@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from namesrv.registry.route_cache import RouteCache
@@ -23,13 +24,13 @@ class Metrics:
             ["transport", "operation", "outcome"],
             registry=r,
         )
-        self.latency = Histogram(
+        self.latency = LatencyHistogram(
             "namesrv_request_seconds",
             "Request latency, by transport and operation",
-            ["transport", "operation"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+            ("transport", "operation"),
+            LATENCY_BUCKETS,
         )
+        r.register(self.latency)
         self.registrations = Counter(
             "namesrv_registrations", "REGISTER_BROKER results (ok, refused, ignored)", ["result"], registry=r
         )
@@ -65,6 +66,56 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+class LatencySeries:
+    """One label set of a :class:`LatencyHistogram`."""
+
+    __slots__ = ("bounds", "counts", "total")
+
+    def __init__(self, bounds: list[float]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # per bucket, not cumulative; the last is +Inf
+        self.total = 0.0
+
+    def observe(self, seconds: float, count: int = 1) -> None:
+        """Record ``count`` requests that each took ``seconds``."""
+        self.counts[bisect.bisect_left(self.bounds, seconds)] += count
+        self.total += seconds * count
+
+
+class LatencyHistogram(Collector):
+    """A Prometheus histogram that records many equal observations in one step, for the
+    requests a worker answers together from memory: one prometheus_client ``observe`` per
+    request (lock, bucket loop) costs as much as a tenth of such a request. Updated and
+    scraped on the event loop's thread only, so it takes no lock."""
+
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = list(labelnames)
+        self.bounds = sorted(buckets)
+        self._series: dict[tuple[str, ...], LatencySeries] = {}
+
+    def labels(self, *values: str) -> LatencySeries:
+        series = self._series.get(values)
+        if series is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
+            series = self._series[values] = LatencySeries(self.bounds)
+        return series
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for values, series in self._series.items():
+            cumulative, buckets = 0, []
+            for bound, count in zip([*self.bounds, float("inf")], series.counts, strict=True):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+            family.add_metric(list(values), buckets, series.total)
+        yield family
+
+
 class _RouteCacheCollector(Collector):
     """Reads the route cache's counters at scrape time (the hot path keeps plain ints)."""
 
@@ -78,8 +129,8 @@ class _RouteCacheCollector(Collector):
             "Route lookups by cache outcome (hit, miss, bypass = change feed not fresh)",
             labels=["result"],
         )
-        for result in ("hits", "misses", "bypasses"):
-            lookups.add_metric([result.rstrip("es") if result != "bypasses" else "bypass"], stats[result])
+        for label, counter in (("hit", "hits"), ("miss", "misses"), ("bypass", "bypasses")):
+            lookups.add_metric([label], stats[counter])
         yield lookups
         yield CounterMetricFamily(
             "namesrv_route_cache_invalidations",

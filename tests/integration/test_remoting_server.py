@@ -339,3 +339,49 @@ async def test_an_unchanged_body_is_not_decoded_again(
             assert (await c.invoke(105, {"topic": "T119"})).code == 0
     finally:
         await close_client(app)
+
+
+async def _raw_reply(addr: str, request: RemotingCommand) -> bytes:
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(encode(request))
+        (total,) = struct.unpack(">i", await reader.readexactly(4))
+        return await reader.readexactly(total)
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "ext"),
+    [
+        (479, {}),
+        (399, {}),
+        (399, {"acceptStandardJsonOnly": "true"}),
+        (479, {"__ZONE_MODE": "true", "__ZONE_NAME": "zone-a"}),
+        (479, {"__ZONE_MODE": "false"}),
+    ],
+)
+async def test_a_cache_hit_is_byte_for_byte_a_redis_answer(
+    settings: Settings, version: int, ext: dict[str, str]
+) -> None:
+    cached, cached_addr = await worker(settings)
+    direct, direct_addr = await worker(dataclasses.replace(settings, routeCacheEnabled=False))
+    brokers = await RemotingClient.connect(cached_addr)  # open: closing it would remove the broker
+    try:
+        await broker(brokers).register()
+        request = RemotingCommand(105, opaque=-7, version=version, ext_fields={"topic": "TopicTest", **ext})
+        expected = await _raw_reply(direct_addr, request)
+        cache = cached.app[SERVICE].cache
+        assert cache is not None and b'"code":0' in expected
+        hits = cache.hits
+        for _ in range(40):
+            assert await _raw_reply(cached_addr, request) == expected
+            if cache.hits > hits:
+                break
+            await asyncio.sleep(0.05)
+        assert cache.hits > hits
+    finally:
+        await brokers.aclose()
+        await close_client(cached)
+        await close_client(direct)

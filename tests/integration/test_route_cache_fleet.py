@@ -192,7 +192,9 @@ async def test_a_hit_makes_no_redis_call(client: Any) -> None:
     assert stats["hits"] + stats["misses"] + stats["bypasses"] == 20
     assert _value(text, count) - reads_before == stats["misses"] + stats["bypasses"]
     assert stats["hits"] >= 1
-    assert 'namesrv_route_cache_lookups_total{result="hit"}' in text
+    prefix = "namesrv_route_cache_lookups_total{"
+    labels = {line.split('"')[1] for line in text.splitlines() if line.startswith(prefix)}
+    assert labels == {"hit", "miss", "bypass"}
 
 
 def _value(text: str, name: str) -> float:

@@ -211,3 +211,36 @@ async def test_http_heartbeat_and_data_version(client: TestClient[Any, Any]) -> 
     assert await resp.json() == {"code": 0, "changed": True, "dataVersion": dv}
     resp = await client.post("/v1/brokers/data-version", json={**unknown, "dataVersion": dv})
     assert await resp.json() == {"code": 0, "changed": True, "dataVersion": None}
+
+
+async def test_a_route_read_names_the_brokers_it_left_out_as_expired(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    """A cached route must be dropped when a broker it left out comes back, although it does not
+    mention it: the read says which broker names holding the topic's queues it hid."""
+    await service.register_broker(register(CLUSTER, "broker-a", MASTER))
+    await service.register_broker(register(CLUSTER, "broker-b", B))
+    snap = await service.store.route("TopicTest", with_order=False)
+    assert snap.hidden_brokers == ()
+    await redis.zadd(Keyspace(namespace).deadlines, {f"{CLUSTER}/{B}": 1})
+    snap = await service.store.route("TopicTest", with_order=False)
+    assert snap.hidden_brokers == ("broker-b",)
+    assert [orjson.loads(b)["brokerName"] for b in snap.broker_datas] == ["broker-a"]
+    await redis.zadd(Keyspace(namespace).deadlines, {f"{CLUSTER}/{MASTER}": 1})
+    snap = await service.store.route("TopicTest", with_order=False)
+    assert (snap.broker_datas, sorted(snap.hidden_brokers)) == ([], ["broker-a", "broker-b"])
+    lookup = await service.read_route("TopicTest")
+    assert lookup.route is None and lookup.hidden == {"broker-a", "broker-b"}
+
+
+async def test_only_registrations_that_change_routes_count_as_own_writes(service: RegistryService) -> None:
+    """After an own write the worker's lookups wait for the change feed; an unchanged periodic
+    re-registration changes no route, so it must not make them wait."""
+    cache = service.enable_route_cache()
+    await service.register_broker(register(CLUSTER, "broker-a", MASTER))
+    first = cache.local_write_at
+    assert first > float("-inf")
+    await service.register_broker(register(CLUSTER, "broker-a", MASTER))
+    assert cache.local_write_at == first
+    await service.register_broker(register(CLUSTER, "broker-a", SLAVE, 1))  # the BrokerData changes
+    assert cache.local_write_at > first

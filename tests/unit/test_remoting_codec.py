@@ -24,6 +24,7 @@ from namesrv.protocol.remoting import (
     FrameDecoder,
     FrameError,
     RemotingCommand,
+    SuccessFrame,
     decode_frame,
     encode,
     response_to,
@@ -700,3 +701,20 @@ def test_binary_round_trip(cmd: RemotingCommand) -> None:
     assert again == dataclasses.replace(decoded, ext_fields=decoded.ext_fields or None)
     if cmd.ext_fields is None or all(cmd.ext_fields.values()):
         assert encode(decoded, serialize_type=SERIALIZE_ROCKETMQ) == frame
+
+
+@given(
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    version=st.integers(-(2**31), 2**31 - 1),
+    body=st.binary(min_size=1, max_size=300),
+)
+@settings(max_examples=300)
+def test_a_success_frame_is_the_encoded_reply(opaque: int, version: int, body: bytes) -> None:
+    request = RemotingCommand(code=105, opaque=opaque, version=399)
+    expected = encode(response_to(request, ResponseCode.SUCCESS, body=body, version=version))
+    assert SuccessFrame(version).frame(opaque, body) == expected
+
+
+def test_a_success_frame_refuses_a_version_java_could_not_send() -> None:
+    with pytest.raises(ValueError, match="Java int"):
+        SuccessFrame(2**31)

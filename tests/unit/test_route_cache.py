@@ -10,7 +10,7 @@ import pytest
 
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect
-from namesrv.registry.route_cache import Lookup, RouteCache
+from namesrv.registry.route_cache import MAX_AGE_S, Lookup, RouteCache
 
 
 class Clock:
@@ -33,6 +33,7 @@ class Registry:
 
     def __init__(self, clock: Clock) -> None:
         self.routes: dict[str, TopicRouteData] = {}
+        self.hidden: dict[str, frozenset[str]] = {}  # topic -> broker names Redis left out
         self.valid_for = math.inf
         self.reads = 0
         self.clock = clock
@@ -43,7 +44,7 @@ class Registry:
         answer = self.routes.get(topic)
         if self.gate is not None:
             await self.gate.wait()
-        return Lookup(answer, self.clock() + self.valid_for)
+        return Lookup(answer, self.clock() + self.valid_for, self.hidden.get(topic, frozenset()))
 
 
 @pytest.fixture
@@ -134,9 +135,10 @@ async def test_unknown_topics_are_remembered_briefly_and_forgotten_when_they_app
         ("expire", {"brokerName": "a", "removed": "1"}, {"T1", "T3"}),
         ("close", {"brokerName": "c"}, set()),
         ("cleanQueues", {"brokerName": "b", "removed": '["T2"]', "upserted": "[]"}, {"T2", "T3"}),
-        ("register", {"brokerName": "a", "routeChanged": "1"}, {"T1", "T2", "T3"}),
+        ("register", {"brokerName": "a", "routeChanged": "1"}, {"T1", "T3"}),
+        ("register", {"brokerName": "new", "routeChanged": "1"}, set()),
         ("register", {"brokerName": "a", "routeChanged": "0"}, set()),
-        ("heartbeat", {"brokerName": "b", "revived": "1"}, {"T1", "T2", "T3"}),
+        ("heartbeat", {"brokerName": "b", "revived": "1"}, {"T2", "T3"}),
         ("heartbeat", {"brokerName": "b", "revived": "0"}, set()),
         ("kvPut", {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "a:4"}, {"T1"}),
         ("kvDelete", {"namespace": "OTHER", "key": "T1"}, set()),
@@ -154,6 +156,95 @@ async def test_events_drop_exactly_the_routes_they_change(
     for topic in ("T1", "T2", "T3"):
         await cache.get(topic)
     assert registry.reads - reads == len(dropped)
+
+
+@pytest.mark.parametrize(
+    ("kind", "fields"),
+    [
+        ("register", {"brokerName": "gone", "routeChanged": "1"}),
+        ("heartbeat", {"brokerName": "gone", "revived": "1"}),
+    ],
+)
+async def test_a_broker_left_out_as_expired_drops_the_route_when_it_comes_back(
+    cache: RouteCache, registry: Registry, kind: str, fields: dict[str, str]
+) -> None:
+    # Redis hid broker "gone" (past its deadline, not yet swept): the route does not mention it.
+    registry.routes.update({"T1": route("a"), "T2": route("a")})
+    registry.hidden["T1"] = frozenset({"gone"})
+    for topic in ("T1", "T2"):
+        await cache.get(topic)
+    cache.on_event(kind, fields)
+    reads = registry.reads
+    for topic in ("T1", "T2"):
+        await cache.get(topic)
+    assert registry.reads - reads == 1  # T1 only
+
+
+async def test_a_lagging_feed_is_caught_up_once_for_every_waiting_lookup(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.5
+    calls = 0
+
+    async def catch_up() -> bool:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0)
+        cache.feed_read_issued_at = clock.now
+        return True
+
+    cache.catch_up = catch_up
+    results = await asyncio.gather(*(cache.get("T") for _ in range(3)))
+    assert all(r is not None for r in results)
+    assert registry.reads == 1 and cache.stats()["bypasses"] == 0 and calls == 3
+
+
+async def test_a_failed_catch_up_falls_back_to_redis(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.5
+
+    async def catch_up() -> bool:
+        return False
+
+    cache.catch_up = catch_up
+    assert await cache.get("T") is not None
+    assert registry.reads == 2 and cache.stats()["bypasses"] == 1
+
+
+async def test_own_writes_wait_for_the_feed_to_read_past_them(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.001
+    cache.note_local_write()
+
+    async def catch_up() -> bool:
+        cache.feed_read_issued_at = clock.now  # a read issued after the write
+        return True
+
+    cache.catch_up = catch_up
+    assert cache.peek("T") is None  # the inline path never answers across an own write
+    assert await cache.get("T") is not None
+    assert registry.reads == 1 and cache.stats()["bypasses"] == 0
+
+
+async def test_no_entry_outlives_the_maximum_age(cache: RouteCache, registry: Registry, clock: Clock) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += MAX_AGE_S / 2 - 0.01
+    cache.feed_read_issued_at = clock.now
+    await cache.get("T")
+    assert registry.reads == 1
+    clock.now += MAX_AGE_S / 2 + 0.02
+    cache.feed_read_issued_at = clock.now
+    await cache.get("T")
+    assert registry.reads == 2
 
 
 async def test_a_fill_overtaken_by_an_invalidation_is_not_kept(cache: RouteCache, registry: Registry) -> None:

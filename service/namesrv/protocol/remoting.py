@@ -163,6 +163,30 @@ def encode(cmd: RemotingCommand, *, serialize_type: int = SERIALIZE_JSON) -> byt
     return b"".join((prefix, header, body))
 
 
+class SuccessFrame:
+    """Frames of SUCCESS replies with a body and no remark or extFields, for one reply version:
+    byte for byte what :func:`encode` writes for :func:`response_to` of such a reply, with only
+    the opaque and the body filled in per request. Route lookups answered from memory are most
+    of a worker's traffic, and this skips building and checking a command for each."""
+
+    __slots__ = ("version", "_head", "_tail", "_fixed")
+
+    def __init__(self, version: int) -> None:
+        if not _INT32_MIN <= version <= _INT32_MAX:
+            raise ValueError(f"version {version} does not fit in a Java int")
+        self.version = version
+        self._head = b'{"code":0,"flag":1,"language":"JAVA","opaque":'
+        self._tail = b',"serializeTypeCurrentRPC":"JSON","version":%d}' % version
+        self._fixed = len(self._head) + len(self._tail)
+
+    def frame(self, opaque: int, body: bytes) -> bytes:
+        """``opaque`` is a decoded request's, so it fits in a Java int."""
+        digits = b"%d" % opaque
+        header_length = self._fixed + len(digits)
+        prefix = _FRAME_PREFIX.pack(4 + header_length + len(body), header_length)
+        return b"".join((prefix, self._head, digits, self._tail, body))
+
+
 def _json_header(cmd: RemotingCommand) -> bytes:
     # Hand-rolled rather than a generic serializer: this runs for every reply, and the key
     # order and escaping are fixed by fastjson's output for this one class. One f-string is

@@ -10,8 +10,17 @@ its encoded bytes per JSON dialect and per zone. Three rules bound what a hit ca
 * **Deadlines.** A route read from Redis carries the earliest deadline of the brokers it shows; the
   entry expires then, so an expired broker is never served past its deadline, sweep or not.
 * **Races.** A fill started before an invalidation never stores its (possibly older) answer.
-* **Own writes.** After this worker commits a change, lookups go to Redis until the feed has read
-  past it, so a client always reads its own writes through the same worker.
+* **Own writes.** After this worker commits a change, lookups wait for the feed to read past it,
+  so a client always reads its own writes through the same worker.
+
+When the feed is not fresh (own write, or a worker too busy to poll on time), a lookup first asks
+the feed to catch up, which one XREAD does for every waiting lookup, and goes to Redis itself
+only if that fails. Going to Redis per lookup under load would cost the CPU that made the feed
+late, and the worker would not recover.
+
+Invalidation is precise: an entry is dropped when an event names its topic, or names a broker the
+entry shows or left out as expired (``hidden``), since that broker can come back. Entries also
+expire after ``MAX_AGE_S`` (jittered), a last bound on staleness should an event ever be missed.
 
 Negative answers (unknown topic) are kept for ``routeNegativeCacheMillis`` and dropped as soon as
 an event names the topic.
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
@@ -42,6 +52,7 @@ class CachedRoute:
 
     data: TopicRouteData
     expires_at: float  # local monotonic time
+    hidden: frozenset[str] = frozenset()  # broker names with queues of the topic left out (expired)
     _encoded: dict[Dialect, bytes] = field(default_factory=dict)
     _zones: dict[str, bytes] = field(default_factory=dict)
 
@@ -50,6 +61,12 @@ class CachedRoute:
         if body is None:
             body = self._encoded[dialect] = self.data.to_json(dialect).encode()
         return body
+
+    def broker_names(self) -> set[str]:
+        """Every broker whose change can change this route."""
+        names = {b.brokerName for b in self.data.brokerDatas}
+        names.update(q.brokerName for q in self.data.queueDatas)
+        return names | self.hidden
 
     def zone_encoded(self, zone: str) -> bytes:
         """ZoneRouteRPCHook's answer: the zone's brokers, always in fastjson's default dialect."""
@@ -67,9 +84,12 @@ class Lookup:
 
     route: TopicRouteData | None
     valid_until: float
+    hidden: frozenset[str] = frozenset()  # broker names left out of the route as expired
 
 
 Fill = Callable[[str], Awaitable[Lookup]]
+CatchUp = Callable[[], Awaitable[bool]]
+MAX_AGE_S = 300.0  # entries live 50-100% of this at most, whatever the change log says
 
 
 class RouteCache:
@@ -98,6 +118,7 @@ class RouteCache:
         self._inflight: dict[str, asyncio.Future[CachedRoute | None]] = {}
         self._generation = 0
         self.feed_read_issued_at: float | None = None  # set by the change feed
+        self.catch_up: CatchUp | None = None  # set by the change feed: read it now, True if applied
         self.local_write_at = -math.inf
         self.hits = self.misses = self.bypasses = self.invalidations = 0
 
@@ -137,7 +158,7 @@ class RouteCache:
         if view != self._view:
             self.clear()
             self._view = view
-        if not self.fresh():
+        if not self.fresh() and not (self.catch_up is not None and await self.catch_up() and self.fresh()):
             self.bypasses += 1
             lookup = await self._fill(topic)
             return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
@@ -176,8 +197,9 @@ class RouteCache:
             if generation == self._generation:
                 self._missing[topic] = now + self.negative_s
             return None
-        entry = CachedRoute(lookup.route, lookup.valid_until)
-        if generation == self._generation and lookup.valid_until > now:
+        expires_at = min(lookup.valid_until, now + MAX_AGE_S * random.uniform(0.5, 1.0))
+        entry = CachedRoute(lookup.route, expires_at, lookup.hidden)
+        if generation == self._generation and expires_at > now:
             self._store(topic, entry)
         return entry
 
@@ -185,10 +207,8 @@ class RouteCache:
         self._forget(topic)
         self._routes[topic] = entry
         self._missing.pop(topic, None)
-        for bd in entry.data.brokerDatas:
-            self._by_broker.setdefault(bd.brokerName, set()).add(topic)
-        for qd in entry.data.queueDatas:
-            self._by_broker.setdefault(qd.brokerName, set()).add(topic)
+        for name in entry.broker_names():
+            self._by_broker.setdefault(name, set()).add(topic)
         while len(self._routes) > self.max_entries:
             oldest = next(iter(self._routes))
             self._forget(oldest)
@@ -197,9 +217,7 @@ class RouteCache:
         entry = self._routes.pop(topic, None)
         if entry is None:
             return
-        for name in {b.brokerName for b in entry.data.brokerDatas} | {
-            q.brokerName for q in entry.data.queueDatas
-        }:
+        for name in entry.broker_names():
             topics = self._by_broker.get(name)
             if topics is not None:
                 topics.discard(topic)
@@ -236,14 +254,11 @@ class RouteCache:
                 self.invalidate_broker(fields.get("brokerName", ""))
         elif kind == "topicDelete":
             self.invalidate_topics([fields.get("topic", "")])
-        elif kind in ("unregister", "close", "expire"):
-            # Only routes that show the broker can lose it.
+        elif kind in ("unregister", "close", "expire") or _broker_appears(kind, fields):
+            # Only routes that show the broker, or left it out as expired, can change with it. A
+            # broker new to the registry changes no cached route until its queues are written,
+            # and those events name their topics.
             self.invalidate_broker(fields.get("brokerName", ""))
-        elif _broker_appears(kind, fields):
-            # A broker that (re)appears can join any route holding its queues, including routes
-            # cached while it was hidden, which do not mention it: start over. These events are
-            # rare (a new session, a changed BrokerData, a heartbeat after the deadline).
-            self.clear()
         elif kind in ("kvPut", "kvDelete") and fields.get("namespace") == "ORDER_TOPIC_CONFIG":
             self.invalidate_topics([fields.get("key", "")])
         elif kind == "config":

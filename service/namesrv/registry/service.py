@@ -137,7 +137,8 @@ class RegistryService:
                 prune_leftovers=s.deleteTopicWithBrokerRegistration,
             )
             if header.status != 3:
-                self._wrote()
+                if header.route_changed:
+                    self._wrote()
                 return self._registered(req, header)
             self.bodies_decoded += 1
             wrapper, filters = await req.body.decode()
@@ -154,7 +155,8 @@ class RegistryService:
             digest=topic_digest(names),
             prune_leftovers=prune,
         )
-        self._wrote()
+        if header.route_changed:
+            self._wrote()
         if header.status == 1 and header.mode:
             quoted = quote(req.brokerName)
             writes = [TopicWrite(tc.topicName, tc.queue_data_json(quoted), tc.topicSysFlag) for tc in configs]
@@ -316,8 +318,9 @@ class RegistryService:
         valid_until = math.inf
         if snap.valid_until_ms is not None:
             valid_until = started + (snap.valid_until_ms - snap.now_ms) / 1000
+        hidden = frozenset(snap.hidden_brokers)
         if not snap.broker_datas:
-            return Lookup(None, valid_until)
+            return Lookup(None, valid_until, hidden)
         data = routes.assemble(
             topic,
             snap.queue_datas,
@@ -327,7 +330,7 @@ class RegistryService:
             snap.order_topic_conf,
             support_acting_master=s.supportActingMaster,
         )
-        return Lookup(data, valid_until)
+        return Lookup(data, valid_until, hidden)
 
     async def route_entry(self, topic: str) -> CachedRoute | None:
         """GET_ROUTEINFO_BY_TOPIC: the route with its encodings, from the worker's cache if any."""

@@ -32,7 +32,7 @@ from namesrv.protocol import lenient_json
 from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps
 from namesrv.protocol.headers import get_bool, get_int, get_long, get_str
 from namesrv.protocol.register_body import BodyDecodeError, crc32_matches, decode_register_body
-from namesrv.protocol.remoting import RemotingCommand, response_to
+from namesrv.protocol.remoting import RemotingCommand, SuccessFrame, encode, response_to
 from namesrv.registry.config_update import apply_update
 from namesrv.registry.route_cache import CachedRoute
 from namesrv.registry.service import Registration, RegistryService
@@ -55,10 +55,17 @@ class ConnectionState:
 class HandlerContext:
     service: RegistryService
     worker: WorkerState
+    _success: SuccessFrame | None = None
 
     @property
     def settings(self) -> Settings:
         return self.worker.settings
+
+    def success_frame(self) -> SuccessFrame:
+        version = self.worker.settings.emulatedVersion
+        if self._success is None or self._success.version != version:
+            self._success = SuccessFrame(version)
+        return self._success
 
 
 Handler = Callable[[HandlerContext, ConnectionState, RemotingCommand], Awaitable[RemotingCommand]]
@@ -253,19 +260,26 @@ async def get_route(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCom
     return _route_reply(ctx, cmd, topic, route)
 
 
-def route_from_cache(ctx: HandlerContext, cmd: RemotingCommand) -> RemotingCommand | None:
+def route_from_cache(ctx: HandlerContext, cmd: RemotingCommand) -> tuple[int, bytes] | None:
     """GET_ROUTEINFO_BY_TOPIC answered without waiting when the worker's cache can answer it:
-    no task, no Redis. None: go through :func:`dispatch`."""
+    no task, no Redis. Returns the response code and the reply frame, or None: go through
+    :func:`dispatch`."""
     cache = ctx.service.cache
     if cache is None or ctx.worker.waiting_for_service():
         return None
-    topic = (cmd.ext_fields or {}).get("topic")
+    ext = cmd.ext_fields
+    topic = ext.get("topic") if ext is not None else None
     if topic is None:
         return None
     found = cache.peek(topic)
     if found is None:
         return None
-    return _route_reply(ctx, cmd, topic, found or None)
+    if found and ext is not None and ZONE_MODE not in ext and "acceptStandardJsonOnly" not in ext:
+        # The common request, answered from the cached bytes without building a reply command.
+        dialect = Dialect.STANDARD if cmd.version >= Version.V4_9_4 else Dialect.DEFAULT
+        return ResponseCode.SUCCESS, ctx.success_frame().frame(cmd.opaque, found.encoded(dialect))
+    response = _route_reply(ctx, cmd, topic, found or None)
+    return response.code, encode(response)
 
 
 def _route_reply(

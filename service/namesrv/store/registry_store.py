@@ -36,6 +36,7 @@ class HeaderOutcome:
     master_addr: str
     ha_server_addr: str
     order_config: dict[str, str] | None
+    route_changed: bool = False  # what a route lookup returns changed (BrokerData, session, deadline)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class RouteSnapshot:
     order_topic_conf: str | None
     now_ms: int  # the Redis clock when the snapshot was read
     valid_until_ms: int | None  # earliest deadline of the brokers shown (None: none has one)
+    hidden_brokers: tuple[str, ...] = ()  # broker names with queues of the topic left out (expired)
 
 
 class RegistryStore:
@@ -166,6 +168,7 @@ class RegistryStore:
             master_addr=r[3],
             ha_server_addr=r[4],
             order_config=_pairs(r[6]) if int(r[5]) else None,
+            route_changed=bool(int(r[7])),
         )
 
     async def register_topics(
@@ -390,6 +393,7 @@ class RegistryStore:
             order_topic_conf=r[5] or None,
             now_ms=int(r[6]),
             valid_until_ms=int(r[7]) if r[7] else None,
+            hidden_brokers=tuple(r[8]),
         )
 
     async def brokers(self, names: Sequence[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
