@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import bisect
+import gc
+import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -31,6 +34,8 @@ class Metrics:
             LATENCY_BUCKETS,
         )
         r.register(self.latency)
+        r.register(gc_pauses())
+        ProcessCollector(registry=r)  # CPU, RSS, open files: read from /proc at scrape time
         self.registrations = Counter(
             "namesrv_registrations", "REGISTER_BROKER results (ok, refused, ignored)", ["result"], registry=r
         )
@@ -126,10 +131,11 @@ class _RouteCacheCollector(Collector):
         stats = self.cache.stats()
         lookups = CounterMetricFamily(
             "namesrv_route_cache_lookups",
-            "Route lookups by cache outcome (hit, miss, bypass = change feed not fresh)",
+            "Route lookups by cache outcome (hit, miss, bypass = change feed not fresh, so read from "
+            "Redis; shed = answered SYSTEM_BUSY because too many were reading Redis)",
             labels=["result"],
         )
-        for label, counter in (("hit", "hits"), ("miss", "misses"), ("bypass", "bypasses")):
+        for label, counter in (("hit", "hits"), ("miss", "misses"), ("bypass", "bypasses"), ("shed", "shed")):
             lookups.add_metric([label], stats[counter])
         yield lookups
         yield CounterMetricFamily(
@@ -138,3 +144,32 @@ class _RouteCacheCollector(Collector):
             value=stats["invalidations"],
         )
         yield GaugeMetricFamily("namesrv_route_cache_entries", "Routes cached", value=stats["entries"])
+
+
+_gc_pauses: LatencyHistogram | None = None
+
+
+def gc_pauses() -> LatencyHistogram:
+    """The process's cyclic-GC pauses by generation (one histogram per process: the collector is
+    process-wide). A full collection walks every tracked object while the event loop waits, so
+    its length shows directly in lookup latency and in how late the change feed reads."""
+    global _gc_pauses
+    if _gc_pauses is None:
+        histogram = LatencyHistogram(
+            "namesrv_gc_pause_seconds",
+            "Pauses of Python's cyclic garbage collector, by generation",
+            ("generation",),
+            LATENCY_BUCKETS,
+        )
+        series = [histogram.labels(str(generation)) for generation in range(3)]
+        started = [0.0]
+
+        def on_gc(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                started[0] = time.perf_counter()
+            else:
+                series[info["generation"]].observe(time.perf_counter() - started[0])
+
+        gc.callbacks.append(on_gc)
+        _gc_pauses = histogram
+    return _gc_pauses

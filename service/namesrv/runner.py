@@ -9,6 +9,7 @@ another worker.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 
@@ -53,6 +54,11 @@ async def serve(
             await site.start()
         except OSError as exc:
             raise StartupError(f"cannot listen on {settings.listenHost}:{settings.httpPort}: {exc}") from exc
+        # Everything built so far (modules, the app, the scripts) lives as long as the process:
+        # move it out of the cyclic GC's reach, so a full collection does not walk it again and
+        # again while the event loop waits.
+        gc.collect()
+        gc.freeze()
         remoting = app[REMOTING].port
         log.info(
             "namesrv-fleet worker %s ready: remoting on %s:%d, HTTP on %s:%d",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
@@ -39,3 +41,17 @@ def test_batched_observations_render_as_single_ones() -> None:
 def test_a_wrong_number_of_labels_is_refused() -> None:
     with pytest.raises(ValueError, match="takes labels"):
         Metrics().latency.labels("remoting")
+
+
+def _gc_count(text: str, generation: int) -> float:
+    prefix = f'namesrv_gc_pause_seconds_count{{generation="{generation}"}} '
+    return next(float(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix))
+
+
+def test_every_full_collection_is_recorded_as_a_pause() -> None:
+    metrics = Metrics()
+    before = _gc_count(metrics.render().decode(), 2)
+    gc.collect(2)
+    gc.collect(2)
+    assert _gc_count(metrics.render().decode(), 2) == before + 2
+    assert _gc_count(Metrics().render().decode(), 2) == before + 2  # one process, one collector

@@ -8,9 +8,10 @@ import math
 import orjson
 import pytest
 
+from namesrv.domain.errors import Busy
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect
-from namesrv.registry.route_cache import MAX_AGE_S, Lookup, RouteCache
+from namesrv.registry.route_cache import MAX_AGE_S, MAX_BYPASSES_IN_FLIGHT, Lookup, RouteCache
 
 
 class Clock:
@@ -214,6 +215,25 @@ async def test_a_failed_catch_up_falls_back_to_redis(
     cache.catch_up = catch_up
     assert await cache.get("T") is not None
     assert registry.reads == 2 and cache.stats()["bypasses"] == 1
+
+
+async def test_lookups_beyond_the_bypass_bound_are_shed_not_sent_to_redis(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    clock.now += 0.5  # the feed is late and cannot catch up
+    registry.gate = asyncio.Event()  # Redis answers only when told
+    readers = [asyncio.create_task(cache.get("T")) for _ in range(MAX_BYPASSES_IN_FLIGHT)]
+    await asyncio.sleep(0)
+    with pytest.raises(Busy) as shed:
+        await cache.get("T")
+    assert shed.value.code == 2 and shed.value.remark.startswith("[OVERLOAD]")
+    assert registry.reads == MAX_BYPASSES_IN_FLIGHT
+    registry.gate.set()
+    assert all(r is not None for r in await asyncio.gather(*readers))
+    assert await cache.get("T") is not None  # room again once the reads are done
+    stats = cache.stats()
+    assert stats["bypasses"] == registry.reads == MAX_BYPASSES_IN_FLIGHT + 1 and stats["shed"] == 1
 
 
 async def test_own_writes_wait_for_the_feed_to_read_past_them(

@@ -99,6 +99,10 @@ HARD_CONFIG_BLACKLIST: frozenset[str] = frozenset(
 )
 
 
+# Java's remark when a request is shed (RejectedExecutionException of a processor's pool).
+OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+
+
 def topic_not_exist_remark(topic: str) -> str:
     """The exact remark of TOPIC_NOT_EXIST (``FAQUrl.suggestTodo(APPLY_TOPIC_URL)``)."""
     return (

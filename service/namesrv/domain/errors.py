@@ -8,6 +8,7 @@ Tree::
     ├── PermissionDenied (code 16 NO_PERMISSION)
     ├── Disabled (code 1, remark "disable": a topic-list code is switched off)
     ├── NotReady (code 1, remark "name server not ready")
+    ├── Busy (code 2 SYSTEM_BUSY: shed load, as Java's rejected thread pool does)
     └── StoreUnavailable (code 1: Redis could not be reached after retries)
 
 Transports translate these at their edge; nothing below them knows about HTTP status codes or
@@ -53,3 +54,7 @@ class NotReady(NamesrvError):
 
 class StoreUnavailable(NamesrvError):
     pass
+
+
+class Busy(NamesrvError):
+    code = ResponseCode.SYSTEM_BUSY

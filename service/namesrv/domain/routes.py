@@ -7,6 +7,7 @@ presentation (rule P7); ``filter_by_zone`` is ``ZoneRouteRPCHook``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -16,6 +17,11 @@ from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import IntKeyDict
 
 
+# Stored QueueData and BrokerData texts repeat across topics (a broker's queues usually look
+# alike, and its BrokerData is the same in every topic), and the parsed objects are immutable:
+# sharing them keeps a cache of many routes to a few objects per route, which is what Python's
+# cyclic GC walks on every full collection (a pause of the whole event loop).
+@lru_cache(maxsize=16384)
 def parse_queue_data(text: str) -> QueueData:
     obj = orjson.loads(text)
     return QueueData(
@@ -23,6 +29,7 @@ def parse_queue_data(text: str) -> QueueData:
     )
 
 
+@lru_cache(maxsize=4096)
 def parse_broker_data(text: str) -> BrokerData:
     return BrokerData.from_store(orjson.loads(text))
 

@@ -11,6 +11,7 @@ from aiohttp import web
 from namesrv.domain.codes import ResponseCode
 from namesrv.domain.errors import (
     BadRequest,
+    Busy,
     Disabled,
     NamesrvError,
     NotFound,
@@ -35,7 +36,7 @@ def http_status(exc: NamesrvError) -> int:
         return 404
     if isinstance(exc, PermissionDenied | Disabled):
         return 403
-    if isinstance(exc, NotReady | StoreUnavailable):
+    if isinstance(exc, NotReady | StoreUnavailable | Busy):
         return 503
     return 500
 

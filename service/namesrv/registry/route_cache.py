@@ -15,8 +15,9 @@ its encoded bytes per JSON dialect and per zone. Three rules bound what a hit ca
 
 When the feed is not fresh (own write, or a worker too busy to poll on time), a lookup first asks
 the feed to catch up, which one XREAD does for every waiting lookup, and goes to Redis itself
-only if that fails. Going to Redis per lookup under load would cost the CPU that made the feed
-late, and the worker would not recover.
+only if that fails, and then at most ``MAX_BYPASSES_IN_FLIGHT`` at a time: the rest are shed with
+SYSTEM_BUSY, as Java sheds what its thread pools cannot take. Going to Redis per lookup under
+load would cost the CPU that made the feed late, and the worker would not recover.
 
 Invalidation is precise: an entry is dropped when an event names its topic, or names a broker the
 entry shows or left out as expired (``hidden``), since that broker can come back. Entries also
@@ -39,11 +40,14 @@ from typing import Literal
 
 import orjson
 
+from namesrv.domain.codes import OVERLOAD_REMARK
+from namesrv.domain.errors import Busy
 from namesrv.domain.model import TopicRouteData
 from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect
 
 Clock = Callable[[], float]
+NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is a new GC-tracked object each time
 
 
 @dataclass
@@ -52,7 +56,7 @@ class CachedRoute:
 
     data: TopicRouteData
     expires_at: float  # local monotonic time
-    hidden: frozenset[str] = frozenset()  # broker names with queues of the topic left out (expired)
+    hidden: frozenset[str] = NO_NAMES  # broker names with queues of the topic left out (expired)
     _encoded: dict[Dialect, bytes] = field(default_factory=dict)
     _zones: dict[str, bytes] = field(default_factory=dict)
 
@@ -84,12 +88,16 @@ class Lookup:
 
     route: TopicRouteData | None
     valid_until: float
-    hidden: frozenset[str] = frozenset()  # broker names left out of the route as expired
+    hidden: frozenset[str] = NO_NAMES  # broker names left out of the route as expired
 
 
 Fill = Callable[[str], Awaitable[Lookup]]
 CatchUp = Callable[[], Awaitable[bool]]
 MAX_AGE_S = 300.0  # entries live 50-100% of this at most, whatever the change log says
+# Lookups that may read Redis at once while the change feed cannot catch up; the others are
+# shed with SYSTEM_BUSY. Without a bound, an overloaded worker turns every waiting lookup into
+# its own Redis read at the same moment, and the work that made the feed late grows instead.
+MAX_BYPASSES_IN_FLIGHT = 64
 
 
 class RouteCache:
@@ -120,7 +128,8 @@ class RouteCache:
         self.feed_read_issued_at: float | None = None  # set by the change feed
         self.catch_up: CatchUp | None = None  # set by the change feed: read it now, True if applied
         self.local_write_at = -math.inf
-        self.hits = self.misses = self.bypasses = self.invalidations = 0
+        self.hits = self.misses = self.bypasses = self.shed = self.invalidations = 0
+        self._bypassing = 0
 
     # ---- reads ----
     def fresh(self) -> bool:
@@ -159,9 +168,7 @@ class RouteCache:
             self.clear()
             self._view = view
         if not self.fresh() and not (self.catch_up is not None and await self.catch_up() and self.fresh()):
-            self.bypasses += 1
-            lookup = await self._fill(topic)
-            return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
+            return await self._bypass(topic)
         now = self.clock()
         entry = self._routes.get(topic)
         if entry is not None and entry.expires_at > now:
@@ -188,6 +195,19 @@ class RouteCache:
             raise
         finally:
             del self._inflight[topic]
+
+    async def _bypass(self, topic: str) -> CachedRoute | None:
+        """Answer from Redis without the cache, or shed the lookup when enough already do."""
+        if self._bypassing >= MAX_BYPASSES_IN_FLIGHT:
+            self.shed += 1
+            raise Busy(OVERLOAD_REMARK)
+        self.bypasses += 1
+        self._bypassing += 1
+        try:
+            lookup = await self._fill(topic)
+        finally:
+            self._bypassing -= 1
+        return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
 
     async def _load(self, topic: str) -> CachedRoute | None:
         generation = self._generation
@@ -271,6 +291,7 @@ class RouteCache:
             "hits": self.hits,
             "misses": self.misses,
             "bypasses": self.bypasses,
+            "shed": self.shed,
             "invalidations": self.invalidations,
         }
 

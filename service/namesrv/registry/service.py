@@ -35,7 +35,7 @@ from namesrv.domain.model import (
     check_name,
 )
 from namesrv.protocol.fastjson import dumps, quote
-from namesrv.registry.route_cache import CachedRoute, Lookup, RouteCache
+from namesrv.registry.route_cache import NO_NAMES, CachedRoute, Lookup, RouteCache
 from namesrv.store.registry_store import RETRY_KEYS, HeaderOutcome, RegistryStore, TopicWrite
 
 log = logging.getLogger(__name__)
@@ -318,7 +318,7 @@ class RegistryService:
         valid_until = math.inf
         if snap.valid_until_ms is not None:
             valid_until = started + (snap.valid_until_ms - snap.now_ms) / 1000
-        hidden = frozenset(snap.hidden_brokers)
+        hidden = frozenset(snap.hidden_brokers) if snap.hidden_brokers else NO_NAMES
         if not snap.broker_datas:
             return Lookup(None, valid_until, hidden)
         data = routes.assemble(

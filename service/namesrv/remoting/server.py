@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from namesrv.aio import cancel_and_wait
-from namesrv.domain.codes import RequestCode, ResponseCode, Version
+from namesrv.domain.codes import OVERLOAD_REMARK, RequestCode, ResponseCode, Version
 from namesrv.metrics import Metrics
 from namesrv.protocol.remoting import (
     FLAG_ONEWAY,
@@ -40,7 +40,6 @@ from namesrv.remoting.handlers import (
 )
 
 log = logging.getLogger(__name__)
-OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 ROUTE_OPERATION = RequestCode.GET_ROUTEINFO_BY_TOPIC.name
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -152,7 +151,7 @@ class RemotingConnection(asyncio.Protocol):
         if server.draining and cmd.version > Version.V5_3_1:
             response = reply(server.ctx, cmd, ResponseCode.GO_AWAY, remark="please go away")
         elif not server.admission.try_enter(cmd.code):
-            response = reply(server.ctx, cmd, ResponseCode.SYSTEM_BUSY, remark=OVERLOAD)
+            response = reply(server.ctx, cmd, ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
         else:
             try:
                 response = await dispatch(server.ctx, self.state, cmd)
