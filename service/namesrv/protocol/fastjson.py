@@ -39,6 +39,10 @@ class Dialect(Enum):
     DEFAULT = "default"
     STANDARD = "standard"
 
+    # Members are singletons compared by identity: hash them by identity too, in C, instead of
+    # Enum's Python-level __hash__ (a dialect keys the encoded-route lookup of every request).
+    __hash__ = object.__hash__
+
 
 class IntKeyDict(dict[int, Any]):
     """A Java ``Map<Long|Integer, V>``: keys are written bare in the DEFAULT dialect."""
