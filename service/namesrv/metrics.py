@@ -34,6 +34,7 @@ class Metrics:
             LATENCY_BUCKETS,
         )
         r.register(self.latency)
+        self._request_series: dict[tuple[str, str, str], tuple[Any, LatencySeries]] = {}
         r.register(gc_pauses())
         ProcessCollector(registry=r)  # CPU, RSS, open files: read from /proc at scrape time
         self.registrations = Counter(
@@ -63,6 +64,18 @@ class Metrics:
         )
         self.connections = Gauge("namesrv_remoting_connections", "Open remoting connections", registry=r)
         self.ready = Gauge("namesrv_ready", "1 when this worker reports ready", registry=r)
+
+    def request_series(self, transport: str, operation: str, outcome: str) -> tuple[Any, LatencySeries]:
+        """The request counter and latency series of one label set, looked up once: a
+        prometheus_client ``labels()`` call costs as much as a cached lookup's own work."""
+        key = (transport, operation, outcome)
+        found = self._request_series.get(key)
+        if found is None:
+            found = self._request_series[key] = (
+                self.requests.labels(transport, operation, outcome),
+                self.latency.labels(transport, operation),
+            )
+        return found
 
     def watch_route_cache(self, cache: RouteCache) -> None:
         self.registry.register(_RouteCacheCollector(cache))

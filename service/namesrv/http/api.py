@@ -185,7 +185,7 @@ async def route(request: web.Request) -> web.Response:
     entry = await request.app[SERVICE].route_entry(topic)
     if entry is None:
         raise NotFound(topic_not_exist_remark(topic), ResponseCode.TOPIC_NOT_EXIST)
-    zone = request.query.get("zone")
+    zone = request.query.get("zone") if request.query_string else None  # parse only if there is one
     if zone:
         return fastjson_response(filter_by_zone(entry.data, zone).to_obj())
     return web.Response(body=entry.encoded(Dialect.STANDARD), content_type=JSON)

@@ -70,6 +70,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(500, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
     finally:
         op = request.match_info.route.name or "unknown"
-        metrics = request.app[METRICS]
-        metrics.requests.labels("http", op, outcome).inc()
-        metrics.latency.labels("http", op).observe(time.perf_counter() - started)
+        counter, latency = request.app[METRICS].request_series("http", op, outcome)
+        counter.inc()
+        latency.observe(time.perf_counter() - started)

@@ -224,9 +224,8 @@ class RemotingServer:
 
     def _labels(self, operation: str, code: int) -> tuple[Any, Any]:
         outcome = "ok" if code == ResponseCode.SUCCESS else f"code{code}"
-        children = self._children[(operation, code)] = (
-            self.metrics.requests.labels("remoting", operation, outcome),
-            self.metrics.latency.labels("remoting", operation),
+        children = self._children[(operation, code)] = self.metrics.request_series(
+            "remoting", operation, outcome
         )
         return children
 
