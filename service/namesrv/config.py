@@ -141,7 +141,7 @@ class Settings:
     routeCacheStalenessMillis: int = _opt(
         100,
         "Longest time (ms) a worker may keep serving a route after a change committed; past it "
-        "(change feed lagging) lookups read Redis.",
+        "(change feed lagging) lookups wait up to 1 s for the feed to catch up, then read Redis.",
         lo=10,
         hi=60000,
     )
