@@ -23,12 +23,14 @@ from namesrv.protocol.remoting import (
     SERIALIZE_ROCKETMQ,
     FrameDecoder,
     FrameError,
+    JsonHeaderMemo,
     RemotingCommand,
     SuccessFrame,
     decode_frame,
     encode,
     response_to,
 )
+from namesrv.protocol.remoting import _decode_json_header as full_json_decode
 from tests.unit import golden
 
 
@@ -718,3 +720,89 @@ def test_a_success_frame_is_the_encoded_reply(opaque: int, version: int, body: b
 def test_a_success_frame_refuses_a_version_java_could_not_send() -> None:
     with pytest.raises(ValueError, match="Java int"):
         SuccessFrame(2**31)
+
+
+# ---- the JSON header memo ---------------------------------------------------------------------
+
+_INT32 = st.integers(-(2**31), 2**31 - 1)
+_EXT_VALUE = st.one_of(st.text(max_size=8), st.integers(-(2**40), 2**40), st.booleans(), st.none())
+
+
+@st.composite
+def header_objects(draw: st.DrawFn) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "code": draw(st.one_of(_INT32, st.just("105"), st.none())),
+        "flag": draw(st.sampled_from([0, 1, 2, 3])),
+        "language": draw(st.sampled_from(["JAVA", "CPP", "GO", "NOPE", 0])),
+        "version": draw(st.one_of(_INT32, st.just(479))),
+    }
+    if draw(st.booleans()):
+        obj["remark"] = draw(st.one_of(st.text(max_size=8), st.none()))
+    if draw(st.booleans()):
+        # an extFields key named like the opaque is the case the memo must not confuse
+        keys = st.sampled_from(["topic", "opaque", "brokerName", "x"])
+        obj["extFields"] = draw(st.dictionaries(keys, _EXT_VALUE, max_size=3))
+    return obj
+
+
+def _render(obj: dict[str, Any], opaque: Any, order: list[int], separators: tuple[str, str]) -> bytes:
+    import json
+
+    items = [*obj.items(), ("opaque", opaque)]
+    ordered = dict(items[i] for i in order if i < len(items)) | dict(items)
+    return json.dumps(ordered, separators=separators).encode()
+
+
+@given(
+    obj=header_objects(),
+    opaques=st.lists(st.one_of(_INT32, st.just(2**31), st.just("7"), st.just(-1)), min_size=1, max_size=5),
+    order=st.permutations(range(7)),
+    separators=st.sampled_from([(",", ":"), (", ", ": "), (",", ": ")]),
+)
+@settings(max_examples=300)
+def test_the_header_memo_decodes_exactly_like_a_full_decode(
+    obj: dict[str, Any], opaques: list[Any], order: list[int], separators: tuple[str, str]
+) -> None:
+    memo = JsonHeaderMemo(max_entries=2)
+    for opaque in opaques:
+        view = memoryview(_render(obj, opaque, order, separators))
+        try:
+            expected = full_json_decode(view)
+        except FrameError:
+            with pytest.raises(FrameError):
+                memo.decode(view)
+            continue
+        assert memo.decode(view) == expected
+        assert memo.decode(view) == expected  # the second time from the memo, if it was kept
+
+
+def test_the_memo_answers_a_repeated_header_with_the_new_opaque_and_a_fresh_ext_dict() -> None:
+    memo = JsonHeaderMemo()
+    first = memo.decode(memoryview(b'{"code":105,"extFields":{"topic":"T"},"opaque":1,"version":479}'))
+    second = memo.decode(memoryview(b'{"code":105,"extFields":{"topic":"T"},"opaque":22,"version":479}'))
+    assert (second.code, second.opaque, second.version, second.ext_fields) == (105, 22, 479, {"topic": "T"})
+    assert second.ext_fields is not first.ext_fields
+    assert len(memo._known) == 1
+
+
+def test_an_ext_field_named_opaque_keeps_the_header_out_of_the_memo() -> None:
+    memo = JsonHeaderMemo()
+    a = b'{"code":105,"extFields":{"opaque":5,"topic":"T"},"opaque":5,"version":479}'
+    b = b'{"code":105,"extFields":{"opaque":7,"topic":"T"},"opaque":5,"version":479}'
+    assert memo.decode(memoryview(a)).ext_fields == {"opaque": "5", "topic": "T"}
+    assert memo.decode(memoryview(b)).ext_fields == {"opaque": "7", "topic": "T"}
+    assert len(memo._known) == 0
+
+
+def test_the_memo_keeps_at_most_max_entries() -> None:
+    memo = JsonHeaderMemo(max_entries=3)
+    for i in range(10):
+        memo.decode(memoryview(b'{"code":105,"extFields":{"topic":"T%d"},"opaque":1}' % i))
+    assert len(memo._known) == 3
+
+
+def test_long_headers_are_not_remembered() -> None:
+    memo = JsonHeaderMemo()
+    long_header = b'{"code":105,"extFields":{"topic":"%s"},"opaque":1}' % (b"T" * 600)
+    assert memo.decode(memoryview(long_header)).ext_fields == {"topic": "T" * 600}
+    assert len(memo._known) == 0

@@ -296,6 +296,7 @@ class FrameDecoder:
     def _split(self, view: memoryview, out: list[RemotingCommand]) -> int:
         """Decode every complete frame in ``view`` into ``out``; return the bytes consumed."""
         pos, end, max_frame = 0, len(view), self._max_frame
+        decode_json = _HEADERS.decode
         while end - pos >= 8:
             total, type_and_length = _FRAME_PREFIX.unpack_from(view, pos)
             # The two checks below, inlined: they only run to raise with the precise reason.
@@ -306,8 +307,16 @@ class FrameDecoder:
                 _check_type_and_header_length(type_and_length, total)
             if end - pos - 4 < total:
                 return pos
-            out.append(_decode_checked_payload(view[pos + 4 : pos + 4 + total], type_and_length))
+            # _decode_checked_payload, inlined: this loop runs once per request.
+            header_end = pos + 8 + (type_and_length & _MAX_HEADER)
+            if type_and_length >> 24 == SERIALIZE_JSON:
+                cmd = decode_json(view[pos + 8 : header_end])
+            else:
+                cmd = _decode_binary_header(view[pos + 8 : header_end])
             pos += 4 + total
+            if pos > header_end:
+                cmd.body = bytes(view[header_end:pos])
+            out.append(cmd)
         if end - pos >= 4:  # judge the length before the header length arrives
             _check_total(_INT32.unpack_from(view, pos)[0], max_frame)
         return pos
@@ -351,13 +360,79 @@ def _decode_checked_payload(payload: memoryview, type_and_length: int) -> Remoti
     serialize_type, header_length = type_and_length >> 24, type_and_length & _MAX_HEADER
     header = payload[4 : 4 + header_length]
     is_json = serialize_type == SERIALIZE_JSON
-    cmd = _decode_json_header(header) if is_json else _decode_binary_header(header)
+    cmd = _HEADERS.decode(header) if is_json else _decode_binary_header(header)
     if len(payload) > 4 + header_length:
         cmd.body = bytes(payload[4 + header_length :])
     return cmd
 
 
 # ---- JSON header ----------------------------------------------------------------------------
+
+
+_OPAQUE_KEY = b'"opaque":'
+_OPAQUE_VALUE_AT = len(_OPAQUE_KEY)
+MEMO_MAX_HEADER = 512
+
+
+class JsonHeaderMemo:
+    """JSON headers already decoded, keyed by their bytes without the opaque's digits.
+
+    A client sends the same header again and again with only ``opaque`` changed (a producer
+    asking for the same topic's route every 30 s, a broker heartbeating), and parsing it costs
+    more than all the rest of answering a cached route. A header is remembered only when
+    ``"opaque":`` occurs exactly once and is followed by the very integer the full decode found,
+    so a key is always a decoded header with one integer left out: a header matching it differs
+    from that one in its opaque alone. Entries hold only strings and ints (untracked by the GC);
+    the oldest go first beyond ``max_entries``, and headers over ``MEMO_MAX_HEADER`` bytes (never
+    a route lookup's or a heartbeat's) are not kept, so the memo stays a few MiB at most."""
+
+    __slots__ = ("_known", "max_entries")
+
+    def __init__(self, max_entries: int = 16384) -> None:
+        self._known: dict[bytes, tuple[int, int, str | None, int, str | None, dict[str, str] | None]] = {}
+        self.max_entries = max_entries
+
+    def decode(self, header: memoryview) -> RemotingCommand:
+        if len(header) > MEMO_MAX_HEADER:
+            return _decode_json_header(header)
+        raw = header.tobytes()
+        at = raw.find(_OPAQUE_KEY)
+        if at < 0:
+            return _decode_json_header(header)
+        start = at + _OPAQUE_VALUE_AT
+        end = raw.find(b",", start)
+        if end < 0:
+            end = raw.find(b"}", start)
+        digits = raw[start:end]
+        key = raw[:start] + raw[end:]
+        known = self._known.get(key)
+        # Only what a serializer writes for a non-negative int (a rarer negative opaque, after the
+        # client's counter wrapped, takes the full decode).
+        plain = digits.isdigit() and len(digits) <= 10
+        if known is not None and plain:
+            opaque = int(digits)
+            if opaque <= _INT32_MAX:
+                code, flag, language, version, remark, ext = known
+                return RemotingCommand(
+                    code, opaque, flag, language, version, remark, None if ext is None else ext.copy()
+                )
+        cmd = _decode_json_header(header)
+        if plain and int(digits) == cmd.opaque and raw.count(_OPAQUE_KEY) == 1:
+            if len(self._known) >= self.max_entries:
+                del self._known[next(iter(self._known))]
+            ext_fields = cmd.ext_fields
+            self._known[key] = (
+                cmd.code,
+                cmd.flag,
+                cmd.language,
+                cmd.version,
+                cmd.remark,
+                None if ext_fields is None else ext_fields.copy(),
+            )
+        return cmd
+
+
+_HEADERS = JsonHeaderMemo()
 
 
 def _decode_json_header(header: memoryview) -> RemotingCommand:
