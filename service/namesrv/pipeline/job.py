@@ -186,7 +186,11 @@ def answers(spark: SparkSession, cfg: PipelineConfig, summary: RunSummary) -> No
     try:
         _write(timeline.transform(brokers.sessions()), out, "sessions")
         _write(timeline.transform(brokers.up_intervals(end)), out, "up_intervals")
-        _write(timeline.transform(brokers.heartbeat_gaps(cfg.risk_ratio)).coalesce(1), out, "heartbeat_gaps")
+        # repartition, not coalesce: the timeline is already partitioned by member, so the
+        # aggregation needs no shuffle and coalesce(1) would pull the whole per-member scan and
+        # the percentiles into one task (one core). The result is one row per member.
+        gaps = timeline.transform(brokers.heartbeat_gaps(cfg.risk_ratio))
+        _write(gaps.repartition(1), out, "heartbeat_gaps")
         _write(brokers.gap_histogram(timeline).coalesce(1), out, "heartbeat_gap_histogram")
     finally:
         timeline.unpersist()
