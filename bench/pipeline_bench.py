@@ -2,7 +2,8 @@
 
 1. generates N synthetic change-log events (the ``bench`` fleet: 4 clusters x 6 broker names x
    master+slave heartbeating every second, 3,000 topics, crashes, flaps, wipes) with two
-   generator processes, in the export's layout (gzip JSON lines per day);
+   generator processes, in the export's layout (``--format``: Parquet by default, or gzip JSON
+   lines) in day folders;
 2. runs the whole pipeline (ingest + every answer table) on ``local[2]`` and prints events/s
    end to end;
 3. reruns it on the first M events with several ``spark.sql.shuffle.partitions`` values and
@@ -30,16 +31,16 @@ from namesrv.pipeline.spark import build_session
 from namesrv.pipeline.synth import generate
 
 
-def _generate(out: Path, events: int, fresh: bool) -> float:
+def _generate(out: Path, events: int, fresh: bool, fmt: str) -> float:
     stamp = out / "_events"
-    if not fresh and stamp.exists() and stamp.read_text() == str(events):
+    if not fresh and stamp.exists() and stamp.read_text() == f"{events} {fmt}":
         print(f"reusing {events:,} events in {out}")
         return 0.0
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
-    made, bad = generate(replace(PRESETS["bench"], max_events=events), out, shards=2)
+    made, bad = generate(replace(PRESETS["bench"], max_events=events), out, shards=2, fmt=fmt)
     elapsed = time.perf_counter() - started
-    stamp.write_text(str(events))
+    stamp.write_text(f"{events} {fmt}")
     print(f"generated {made:,} events (+{bad} bad lines) in {elapsed:.1f} s ({made / elapsed:,.0f} events/s)")
     return elapsed
 
@@ -61,18 +62,30 @@ def main() -> int:
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "namesrv-pipeline-bench"))
     p.add_argument("--fresh", action="store_true", help="regenerate the data")
+    p.add_argument(
+        "--format",
+        choices=("parquet", "jsonl"),
+        default="parquet",
+        help="export format of the generated history (default parquet, the fast one)",
+    )
     args = p.parse_args()
 
     work = Path(args.work)
-    results: dict[str, object] = {"events": args.events, "master": args.master, "load_before": _load()}
-    results["generate_s"] = round(_generate(work / "export", args.events, args.fresh), 1)
+    results: dict[str, object] = {
+        "events": args.events,
+        "format": args.format,
+        "master": args.master,
+        "load_before": _load(),
+    }
+    export = work / f"export-{args.format}"
+    results["generate_s"] = round(_generate(export, args.events, args.fresh, args.format), 1)
     spark = build_session(
         master=args.master, shuffle_partitions=args.partitions, driver_memory=args.driver_memory
     )
     try:
         tables = str(work / "tables")
         started = time.perf_counter()
-        summary = run(spark, PipelineConfig(inputs=(str(work / "export"),), output=tables))
+        summary = run(spark, PipelineConfig(inputs=(str(export),), output=tables))
         elapsed = time.perf_counter() - started
         rate = summary.events / elapsed
         results |= {
@@ -84,14 +97,15 @@ def main() -> int:
         }
         verdict = "within" if elapsed <= 120 else "over"
         print(
-            f"pipeline: {summary.events:,} events in {elapsed:.1f} s = {rate:,.0f} events/s end to end on "
+            f"pipeline: {summary.events:,} events ({args.format}) in {elapsed:.1f} s = {rate:,.0f} events/s "
+            f"end to end on "
             f"{args.master}, {args.partitions} shuffle partitions (stages {summary.seconds}); "
             f"{verdict} the 120 s target; load average {_load()}"
         )
         sweep = [int(x) for x in args.sweep.split(",") if x]
         if sweep:
-            small = work / f"export-{args.sweep_events}"
-            _generate(small, args.sweep_events, args.fresh)
+            small = work / f"export-{args.format}-{args.sweep_events}"
+            _generate(small, args.sweep_events, args.fresh, args.format)
             rows = []
             for parts in sweep:
                 spark.conf.set("spark.sql.shuffle.partitions", str(parts))

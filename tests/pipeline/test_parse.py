@@ -8,8 +8,11 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
 from pyspark.testing import assertDataFrameEqual
 
+from namesrv.pipeline import parse
+from namesrv.pipeline import schemas as S
 from tests.pipeline.helpers import QUEUE, T0, new_log, parse_lines
 from tests.pipeline.helpers import S as SEC
 
@@ -153,3 +156,58 @@ def test_out_of_order_tolerance_is_configurable(spark: SparkSession) -> None:
     line = entry(f"{T0}-0", **heartbeat_fields(T0 - 5 * SEC))
     assert parse_lines(spark, [line], max_skew_ms=10_000)[1].count() == 0
     assert parse_lines(spark, [line], max_skew_ms=1_000)[1].count() == 1
+
+
+def test_parquet_rows_are_checked_like_lines(spark: SparkSession) -> None:
+    """Rows of the Parquet export go through the same checks: no text, so nothing is corrupt,
+    but a missing id, fields or field, a bad number or a duplicate is rejected the same way."""
+    good = heartbeat_fields(T0)
+    rows = [
+        (f"{T0}-0", good),
+        (None, good),
+        (f"{T0 + SEC}-0", None),
+        (f"{T0 + 2 * SEC}-0", heartbeat_fields(T0 + 2 * SEC) | {"kind": "brokerTeleport"}),
+        (f"{T0 + 3 * SEC}-0", heartbeat_fields(T0 + 3 * SEC) | {"deadline": "soon"}),
+        (f"{T0}-0", good),  # the same entry twice
+    ]
+    schema = StructType(
+        [*S.PARQUET_LINE.fields, StructField("source_file", S.STR)]  # what io.read_parquet_lines gives
+    )
+    df = spark.createDataFrame([(i, f, "a.parquet") for i, f in rows], schema)
+    checked = df.transform(parse.parquet_records()).transform(parse.check_records()).cache()
+    events, duplicates = parse.split_duplicates(parse.valid_lines(checked))
+    rejects = parse.line_rejects(checked).unionByName(duplicates)
+    assert [r["id"] for r in events.collect()] == [f"{T0}-0"]
+    expected = spark.createDataFrame(
+        [
+            (None, "missing_field", "id"),
+            (f"{T0 + SEC}-0", "missing_field", "fields"),
+            (f"{T0 + 2 * SEC}-0", "unknown_kind", "kind=brokerTeleport"),
+            (f"{T0 + 3 * SEC}-0", "bad_number", "deadline"),
+            (f"{T0}-0", "duplicate", "identical copy 2 of 2"),
+        ],
+        "id string, reason string, detail string",
+    )
+    assertDataFrameEqual(rejects.select("id", "reason", "detail"), expected)
+    raw = {r["reason"] + ":" + (r["detail"] or ""): r["raw"] for r in rejects.collect()}
+    # the raw form of a row is the line the JSON export would have written
+    assert json.loads(raw["missing_field:fields"]) == {"id": f"{T0 + SEC}-0"}
+    assert json.loads(raw["bad_number:deadline"]) == {
+        "id": f"{T0 + 3 * SEC}-0",
+        "fields": heartbeat_fields(T0 + 3 * SEC) | {"deadline": "soon"},
+    }
+
+
+def test_a_duplicated_entry_keeps_the_same_copy_in_both_formats(spark: SparkSession) -> None:
+    """The kept copy of an ID is chosen by a hash of the parsed entry, not of the text: the
+    same entries as spaced JSON text or as Parquet rows keep the same copy."""
+    a = heartbeat_fields(T0)
+    b = a | {"via": "w2"}
+    lines = [json.dumps({"id": f"{T0}-0", "fields": f}, indent=1).replace("\n", "") for f in (a, b)]
+    from_text, _ = parse_lines(spark, lines)
+    schema = StructType([*S.PARQUET_LINE.fields, StructField("source_file", S.STR)])
+    df = spark.createDataFrame([(f"{T0}-0", f, "p") for f in (b, a)], schema)
+    # cached like the job's staged lines: deduplication reads the checked rows more than once
+    checked = df.transform(parse.parquet_records()).transform(parse.check_records()).cache()
+    from_rows, _ = parse.split_duplicates(parse.valid_lines(checked))
+    assertDataFrameEqual(from_rows, from_text)

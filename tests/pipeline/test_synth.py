@@ -5,8 +5,10 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
+from namesrv.events import layout
 from namesrv.pipeline.synth import FleetSpec, IdClock, generate, iter_lines
 
 TINY = FleetSpec(
@@ -47,3 +49,26 @@ def test_generate_writes_the_export_layout_in_parallel_shards(tmp_path: Path) ->
     lines = [line for f in files for line in gzip.decompress(f.read_bytes()).splitlines()]
     assert (len(lines), bad) == (events, 0)
     assert len({json.loads(line)["id"] for line in lines}) == events
+
+
+def test_parquet_history_holds_the_same_entries_as_jsonl(tmp_path: Path) -> None:
+    spec = replace(TINY, days=0.05, bad_rate=0.01)
+    as_jsonl = generate(spec, tmp_path / "jsonl", shards=2)
+    assert generate(spec, tmp_path / "parquet", shards=2, fmt="parquet") == as_jsonl
+    for text in sorted((tmp_path / "jsonl").glob("day=*/part-*.jsonl.gz")):
+        parquet = (
+            text.parent.parent.parent
+            / "parquet"
+            / text.parent.name
+            / text.name.replace(".jsonl.gz", ".parquet")
+        )
+        rows = layout.read_parquet(parquet.read_bytes())
+        lines = gzip.decompress(text.read_bytes()).splitlines()
+        assert len(rows) == len(lines)
+        for (entry_id, fields), line in zip(rows, lines, strict=True):
+            try:
+                parsed = json.loads(line)
+            except json.JSONDecodeError:  # a truncated bad line: the Parquet row lost its fields
+                assert fields == {}
+                continue
+            assert (entry_id, fields) == (parsed["id"], parsed["fields"])

@@ -11,6 +11,7 @@ import redis
 
 from namesrv.config import ConfigError, load_settings
 from namesrv.events.export import EXIT_GAP, Exporter, ExportError
+from namesrv.events.layout import FORMATS, FormatUnavailable
 from namesrv.store.keyspace import Keyspace
 
 
@@ -21,8 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     export = sub.add_parser(
         "export",
-        help="copy the change log to gzip JSON-lines files, resumable from a checkpoint",
-        description="Copy {<namespace>}:events to OUT/day=YYYY-MM-DD/*.jsonl.gz. Resumes after the "
+        help="copy the change log to gzip JSON-lines or Parquet files, resumable from a checkpoint",
+        description="Copy {<namespace>}:events to OUT/day=YYYY-MM-DD/*.jsonl.gz (or *.parquet with "
+        "--format parquet). Resumes after the "
         "checkpoint in OUT/_export; safe to run on a schedule. Exit status 3: events were lost "
         "because the stream was trimmed past the checkpoint (recorded in OUT/_export/gaps.jsonl).",
     )
@@ -33,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--redis-url", metavar="URL", help="Redis URL (default: the service's redisUrl)")
     export.add_argument("--namespace", metavar="NS", help="key namespace (default: the service's namespace)")
     export.add_argument("--batch", type=int, default=20_000, metavar="N", help="entries per XRANGE and file")
+    export.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="jsonl",
+        help="jsonl: gzip JSON lines (default, no extra package); parquet: columnar, several times "
+        "faster for the pipeline to read, needs pyarrow (the pipeline extra)",
+    )
     export.add_argument(
         "--max-events", type=int, default=0, metavar="N", help="stop after N entries (0: all)"
     )
@@ -58,8 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stream = Keyspace(args.namespace or settings.namespace).events
     client = redis.Redis.from_url(url, decode_responses=False, socket_timeout=30.0)
     try:
-        result = Exporter(client, stream, args.out, batch=args.batch).run(max_events=args.max_events)
-    except (ExportError, ValueError) as exc:
+        exporter = Exporter(client, stream, args.out, batch=args.batch, fmt=args.format)
+        result = exporter.run(max_events=args.max_events)
+    except (ExportError, FormatUnavailable, ValueError) as exc:
         print(f"namesrv events export: {exc}", file=sys.stderr)
         return 2
     except redis.RedisError as exc:

@@ -1,14 +1,16 @@
-"""``namesrv events export``: copy the change log (``{ns}:events``) to gzip JSON-lines files.
+"""``namesrv events export``: copy the change log (``{ns}:events``) to gzip JSON-lines or Parquet
+files (``--format``, :mod:`.layout`).
 
 Layout under ``--out``::
 
-    day=2026-11-22/events-1795312800123-0.jsonl.gz   one file per batch and UTC day
+    day=2026-11-22/events-1795312800123-0.jsonl.gz   one file per batch and UTC day (or .parquet)
     _export/checkpoint.json                          last exported stream ID (atomic replace)
     _export/gaps.jsonl                               one record per detected loss of events
     _export/lock                                     held while an export runs
 
 Each line is ``{"id": "<ms>-<seq>", "fields": {...}}`` with the entry's fields as Redis holds
-them. Safe to run on a schedule and twice in a row:
+them (Parquet: the same entries as ``id``/``fields``/``other_fields`` columns). Safe to run on
+a schedule and twice in a row:
 
 * it reads with ``XRANGE`` from the checkpoint ID (exclusive) in batches; for each batch it
   writes the data files first (to a temporary name, then renamed), and only then replaces the
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gzip
 import logging
 import os
 import time
@@ -40,6 +41,8 @@ from typing import Any
 
 import orjson
 import redis
+
+from namesrv.events import layout
 
 log = logging.getLogger(__name__)
 EXPORT_DIR = "_export"
@@ -91,10 +94,18 @@ class ExportResult:
 
 class Exporter:
     def __init__(
-        self, client: redis.Redis, stream: str, out: str | os.PathLike[str], batch: int = 20_000
+        self,
+        client: redis.Redis,
+        stream: str,
+        out: str | os.PathLike[str],
+        batch: int = 20_000,
+        fmt: str = "jsonl",
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be positive")
+        # Before anything is read or written: a missing pyarrow must not leave half an export.
+        layout.check_format(fmt)
+        self.fmt = fmt
         self.client = client
         self.stream = stream
         self.out = Path(out)
@@ -206,15 +217,16 @@ class Exporter:
 
     # ---- data ----
     def write_batch(self, entries: Sequence[tuple[str, dict[str, str]]]) -> int:
-        """Write one batch as one file per UTC day, named after its first entry ID."""
+        """Write one batch as one file per UTC day, named after its first entry ID (so a rerun
+        after a crash rewrites the same file instead of adding a copy)."""
         by_day: dict[str, list[tuple[str, dict[str, str]]]] = defaultdict(list)
         for entry_id, fields in entries:
             by_day[day_of(entry_id)].append((entry_id, fields))
         for day, items in by_day.items():
             folder = self.out / f"day={day}"
             folder.mkdir(parents=True, exist_ok=True)
-            payload = b"".join(orjson.dumps({"id": i, "fields": f}) + b"\n" for i, f in items)
-            _atomic_write(folder / f"events-{items[0][0]}.jsonl.gz", gzip.compress(payload, compresslevel=6))
+            name = f"events-{items[0][0]}{layout.SUFFIX[self.fmt]}"
+            _atomic_write(folder / name, layout.encode(self.fmt, items))
         return len(by_day)
 
     def run(self, max_events: int = 0) -> ExportResult:

@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--preset", default="sample", help="sample (default) or bench")
     gen.add_argument("--events", type=int, default=0, help="stop after about this many events (0: no limit)")
     gen.add_argument("--shards", type=int, default=1, help="generator processes (split by cluster)")
+    gen.add_argument(
+        "--format",
+        choices=("jsonl", "parquet"),
+        default="jsonl",
+        help="file format, as the export's --format (parquet needs pyarrow)",
+    )
     from namesrv.pipeline.fleetspec import FleetSpec
 
     for f in fields(FleetSpec):
@@ -172,7 +178,7 @@ def _generate(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in vars(args).items() if k in {f.name for f in fields(spec)} and v is not None}
     spec = replace(spec, **overrides, max_events=args.events)
     started = time.perf_counter()
-    events, bad = generate(spec, args.out, shards=args.shards)
+    events, bad = generate(spec, args.out, shards=args.shards, fmt=args.format)
     elapsed = time.perf_counter() - started
     print(json.dumps({"events": events, "bad_lines": bad, "seconds": round(elapsed, 2), "out": args.out}))
     return 0

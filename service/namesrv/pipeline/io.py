@@ -17,6 +17,7 @@ from pyspark.sql.types import StructType
 from namesrv.pipeline import schemas as S
 
 LINE_FILES = "*.jsonl*"  # events-*.jsonl.gz from the export, part-*.jsonl.gz from the generator
+PARQUET_FILES = "*.parquet"  # the same entries as columns (export/generator --format parquet)
 EXPORT_DIR = "_export"  # checkpoint and gap records; Spark skips paths starting with "_"
 
 
@@ -33,6 +34,25 @@ def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
         .text(list(paths))
         .select(F.col("value"), F.col("_metadata.file_path").alias("source_file"))
     )
+
+
+def read_parquet_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """Every row of every ``*.parquet`` export file under ``paths`` (recursively) as (``id``,
+    ``fields``, ``source_file``): the columns of the export's Parquet layout, read with the
+    explicit schema (``fields`` a struct of strings, like the parsed JSON of a line)."""
+    return (
+        spark.read.schema(S.PARQUET_LINE)
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", PARQUET_FILES)
+        .parquet(*paths)
+        .select("id", "fields", F.col("_metadata.file_path").alias("source_file"))
+    )
+
+
+def has_files(df: DataFrame) -> bool:
+    """Whether a file-based DataFrame reads at least one file (a listing, no data read): lets
+    the job plan only the formats present, so an absent one costs no code generation."""
+    return len(df.inputFiles()) > 0
 
 
 def read_export_gaps(spark: SparkSession, paths: Sequence[str]) -> DataFrame:

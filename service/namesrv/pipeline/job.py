@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -85,19 +85,31 @@ def ingest(spark: SparkSession, cfg: PipelineConfig) -> None:
     IDs that occur on more than one line are found first by a cheap pass over the raw text;
     only the lines with such an ID (normally none) are set apart (``check``) and deduplicated
     afterwards, so the common case never shuffles the events."""
-    lines = io.read_lines(spark, cfg.inputs)
-    repeated = io.line_ids(lines).groupBy("id").count().filter(F.col("count") > 1).select("id")
+    checked, ids = _checked_records(spark, cfg)
+    repeated = ids.groupBy("id").count().filter(F.col("count") > 1).select("id")
     repeated = repeated.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         any_repeated = repeated.limit(1).count() > 0
-        checked = lines.transform(parse.check_lines(cfg.max_skew_ms))
         status = F.when(F.col("reject_reason").isNotNull(), F.lit("reject"))
+        suspect = F.lit(False)
         if any_repeated:
             flags = F.broadcast(repeated.withColumn("_repeated", F.lit(True)))
             checked = checked.join(flags, "id", "left")
-            status = status.when(F.col("_repeated"), F.lit("check"))
+            suspect = F.col("reject_reason").isNull() & F.coalesce(F.col("_repeated"), F.lit(False))
+            status = status.when(suspect, F.lit("check"))
         status = status.otherwise(F.lit("event"))
-        kept = [*S.EVENTS.fieldNames(), "raw", "source_file", "reject_reason", "reject_detail", "line_hash"]
+        # The event rows' folder becomes the events table as it is: columns only rejects or
+        # suspects need stay null there (a null Parquet column costs nothing to write), and
+        # the line hash, 8 random bytes per row, is only computed where it is used.
+        event = F.col("reject_reason").isNull() & ~suspect
+        kept: list[Column | str] = [
+            *S.EVENTS.fieldNames(),
+            "raw",
+            F.when(~event, F.col("source_file")).alias("source_file"),
+            "reject_reason",
+            "reject_detail",
+            F.when(suspect, F.col("line_hash")).alias("line_hash"),
+        ]
         staging = io.join(cfg.output, "_staging")
         _write(
             checked.select(*kept, status.alias("status")),
@@ -126,6 +138,33 @@ def ingest(spark: SparkSession, cfg: PipelineConfig) -> None:
     _write(io.read_export_gaps(spark, cfg.inputs).coalesce(1), cfg.output, "export_gaps")
 
 
+def _checked_records(spark: SparkSession, cfg: PipelineConfig) -> tuple[DataFrame, DataFrame]:
+    """(every input line or row checked, the ``id`` of each) for the formats present in the
+    inputs. Each format is checked in its own branch, so a branch is one generated loop from
+    the file scan to the write; the ids come from a cheap separate pass (a regex over the text,
+    the ``id`` column alone of Parquet) used to find repeated IDs before the full check."""
+    checked: list[DataFrame] = []
+    ids: list[DataFrame] = []
+    rows = io.read_parquet_lines(spark, cfg.inputs)
+    if io.has_files(rows):
+        checked.append(
+            rows.transform(parse.parquet_records()).transform(parse.check_records(cfg.max_skew_ms))
+        )
+        ids.append(rows.select("id").filter(F.col("id").isNotNull()))
+    lines = io.read_lines(spark, cfg.inputs)
+    if io.has_files(lines) or not checked:
+        checked.append(lines.transform(parse.check_lines(cfg.max_skew_ms)))
+        ids.append(io.line_ids(lines))
+    return _union(checked), _union(ids)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
 def _write(df: DataFrame, root: str, name: str, partition_by: tuple[str, ...] = ()) -> None:
     started = time.perf_counter()
     io.write_table(df, root, name, partition_by)
@@ -147,7 +186,11 @@ def answers(spark: SparkSession, cfg: PipelineConfig, summary: RunSummary) -> No
     try:
         _write(timeline.transform(brokers.sessions()), out, "sessions")
         _write(timeline.transform(brokers.up_intervals(end)), out, "up_intervals")
-        _write(timeline.transform(brokers.heartbeat_gaps(cfg.risk_ratio)).coalesce(1), out, "heartbeat_gaps")
+        # repartition, not coalesce: the timeline is already partitioned by member, so the
+        # aggregation needs no shuffle and coalesce(1) would pull the whole per-member scan and
+        # the percentiles into one task (one core). The result is one row per member.
+        gaps = timeline.transform(brokers.heartbeat_gaps(cfg.risk_ratio))
+        _write(gaps.repartition(1), out, "heartbeat_gaps")
         _write(brokers.gap_histogram(timeline).coalesce(1), out, "heartbeat_gap_histogram")
     finally:
         timeline.unpersist()

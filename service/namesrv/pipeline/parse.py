@@ -1,5 +1,8 @@
 """Raw export lines → typed ``events`` + ``rejects``: the only place that looks at JSON text.
 
+The export writes gzip JSON lines or Parquet (same entries as columns). Both become the same
+records (:func:`text_records`, :func:`parquet_records`) and go through the same checks
+(:func:`check_records`); a Parquet row is a "line" below, except that it cannot be corrupt.
 Every line ends up in exactly one of the two outputs. A line is rejected (with one ``reason``,
 checked in this order) when it is:
 
@@ -141,24 +144,68 @@ def _bad_json() -> Column:
     )
 
 
-def check_lines(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
-    """Raw lines (``value``, ``source_file``) → one row per line with typed event columns and
-    ``reject_reason``/``reject_detail`` (null when the line is a valid event).
-
-    Answers: which lines can be trusted, and why each other one cannot. Duplicates are decided
-    later (:func:`split_duplicates`), among lines that pass every other check. Each JSON text is
-    parsed once: intermediate columns are computed in their own projection and referenced by
-    name (the optimizer does not inline non-trivial expressions used twice)."""
+def text_records() -> Transform:
+    """Raw lines (``value``, ``source_file``) → records: ``value``, ``source_file``, ``id``,
+    ``fields`` (struct of strings, :data:`schemas.RAW_FIELDS`) and ``corrupt`` (the line when it
+    is not a JSON object). The only JSON parse of the line."""
 
     def _(raw: DataFrame) -> DataFrame:
         j = F.from_json(F.col("value"), S.RAW_LINE, {"columnNameOfCorruptRecord": S.CORRUPT_COLUMN})
-        df = raw.select("value", "source_file", j.alias("j")).select(
+        return raw.select("value", "source_file", j.alias("j")).select(
             "value",
             "source_file",
             F.col("j")["id"].alias("id"),
-            F.col("j")["fields"].isNull().alias("_no_fields"),
+            F.col("j")["fields"].alias("fields"),
             F.col("j")[S.CORRUPT_COLUMN].alias("corrupt"),
-            *[F.col("j")["fields"][n].alias("f_" + n) for n in S.EVENT_FIELDS],
+        )
+
+    return _
+
+
+def parquet_records() -> Transform:
+    """Rows of the export's Parquet layout (``id``, ``fields``, ``source_file``) → records, the
+    shape :func:`text_records` gives: no text (``value`` null), so nothing can be corrupt; a
+    row with a missing ``id``, ``fields`` or field is rejected like a line would be."""
+
+    def _(rows: DataFrame) -> DataFrame:
+        return rows.select(
+            F.lit(None).cast("string").alias("value"),
+            "source_file",
+            "id",
+            "fields",
+            F.lit(None).cast("string").alias("corrupt"),
+        )
+
+    return _
+
+
+def check_lines(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
+    """Raw lines (``value``, ``source_file``) → :func:`check_records` of their JSON."""
+
+    def _(raw: DataFrame) -> DataFrame:
+        return raw.transform(text_records()).transform(check_records(max_skew_ms))
+
+    return _
+
+
+def check_records(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
+    """Records (:func:`text_records` or :func:`parquet_records`) → one row per record with typed
+    event columns and ``reject_reason``/``reject_detail`` (null when it is a valid event).
+
+    Answers: which lines can be trusted, and why each other one cannot. Duplicates are decided
+    later (:func:`split_duplicates`), among lines that pass every other check. Intermediate
+    columns are computed in their own projection and referenced by name (the optimizer does not
+    inline non-trivial expressions used twice, so each nested JSON value is parsed once)."""
+
+    def _(records: DataFrame) -> DataFrame:
+        df = records.select(
+            "value",
+            "source_file",
+            "id",
+            "fields",
+            F.col("fields").isNull().alias("_no_fields"),
+            "corrupt",
+            *[F.col("fields")[n].alias("f_" + n) for n in S.EVENT_FIELDS],
         )
         id_ms = F.substring_index(F.col("id"), "-", 1).try_cast("long")
         id_seq = F.substring_index(F.col("id"), "-", -1).try_cast("long")
@@ -305,12 +352,18 @@ def _event_columns() -> list[Column]:
 
 def _reject_columns() -> list[Column]:
     rejected = F.col("_fail").isNotNull()
+    # A Parquet row has no text: its raw form is the line the JSON export would have written
+    # (serialized only for the rare rejected row).
+    raw = F.coalesce(F.col("value"), F.to_json(F.struct("id", "fields")))
     return [
         F.col("_fail")["reason"].alias("reject_reason"),
         F.col("_fail")["detail"].alias("reject_detail"),
-        F.when(rejected, F.col("value")).alias("raw"),
+        F.when(rejected, raw).alias("raw"),
         F.col("source_file"),
-        F.xxhash64(F.col("value")).alias("line_hash"),
+        # Of the parsed content, not the text, so the same entry hashes alike in both formats
+        # and whatever the JSON's spacing or key order: the kept copy of a duplicated ID does not
+        # depend on the export's format. The job only evaluates it for IDs seen twice.
+        F.xxhash64(F.col("id"), F.col("fields")).alias("line_hash"),
     ]
 
 

@@ -27,6 +27,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from namesrv.events import layout
+
 
 def _s(*fields: tuple[str, DataType] | tuple[str, DataType, bool]) -> StructType:
     """A StructType from (name, type) or (name, type, nullable) tuples; nullable by default.
@@ -50,41 +52,13 @@ STR, LONG, INT, BOOL, DATE, DOUBLE = (
 # ---- input ----
 CORRUPT_COLUMN = "_corrupt"
 # Every field any event kind carries (lua/README.md); all strings. A field the scripts do not
-# write is ignored.
-EVENT_FIELDS = (
-    "kind",
-    "ts",
-    "result",
-    "cluster",
-    "brokerName",
-    "brokerAddr",
-    "brokerId",
-    "epoch",
-    "deadline",
-    "timeoutMillis",
-    "dataVersion",
-    "newSession",
-    "mode",
-    "brokerData",
-    "haServerAddr",
-    "via",
-    "upserted",
-    "removed",
-    "final",
-    "chunk",
-    "source",
-    "reason",
-    "currentEpoch",
-    "count",
-    "topic",
-    "brokerNames",
-    "namespace",
-    "key",
-    "value",
-    "changes",
-)
+# write is ignored. The list is shared with the export's Parquet layout (one column each).
+EVENT_FIELDS = layout.EVENT_FIELDS
 RAW_FIELDS = _s(*[(name, STR) for name in EVENT_FIELDS])
 RAW_LINE = _s(("id", STR), ("fields", RAW_FIELDS), (CORRUPT_COLUMN, STR))
+# The export's Parquet files (namesrv.events.layout): the same entry as columns. ``other_fields``
+# (fields the pipeline does not know) is not read.
+PARQUET_LINE = _s(("id", STR), ("fields", RAW_FIELDS))
 
 # JSON values inside fields (as the Lua scripts encode them)
 BROKER_DATA_JSON = _s(

@@ -6,8 +6,9 @@ admin) and emits the same event kinds with the same fields, so its output parses
 an export of a real stream. Tests drive it by hand for small, exact logs; :func:`simulate`
 drives it with a fleet (clusters of master/slave brokers, thousands of topics) living through
 days of heartbeats, re-registrations, crashes, flaps, slow heartbeats, stale connection closes
-and admin wipes. :func:`generate` writes that history as the export does (gzip JSON lines in
-``day=YYYY-MM-DD`` folders), in parallel shards (one process each, independent sub-fleets).
+and admin wipes. :func:`generate` writes that history as the export does (gzip JSON lines or
+Parquet in ``day=YYYY-MM-DD`` folders), in parallel shards (one process each, independent
+sub-fleets).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from namesrv.events import layout
 from namesrv.pipeline.fleetspec import DAY_MS, PRESETS, FleetSpec
 
 __all__ = ["PRESETS", "FleetSpec", "IdClock", "MemoryLog", "Registry", "generate", "iter_lines", "simulate"]
@@ -382,7 +384,7 @@ class IdClock:
 
 
 def line(entry_id: str, ts: int, kind: str, fields: Fields) -> bytes:
-    return orjson.dumps({"id": entry_id, "fields": {"kind": kind, "ts": str(ts), **fields}}) + b"\n"
+    return layout.jsonl_line(entry_id, {"kind": kind, "ts": str(ts), **fields})
 
 
 class MemoryLog:
@@ -581,64 +583,84 @@ def simulate(spec: FleetSpec, sink: Sink, shard: int = 0, shards: int = 1) -> No
 
 
 class ShardWriter:
-    """Writes one shard's events as ``day=YYYY-MM-DD/part-<shard>-<HH>.jsonl.gz`` (one file per
-    hour of log time), with optional bad lines mixed in."""
+    """Writes one shard's events as ``day=YYYY-MM-DD/part-<shard>-<HH>.jsonl.gz`` (or
+    ``.parquet``: :mod:`namesrv.events.layout`), one file per hour of log time, with optional
+    bad lines mixed in."""
 
-    def __init__(self, out: Path, shard: int, shards: int, bad_rate: float, seed: int) -> None:
-        self.out, self.shard = out, shard
+    def __init__(
+        self, out: Path, shard: int, shards: int, bad_rate: float, seed: int, fmt: str = "jsonl"
+    ) -> None:
+        layout.check_format(fmt)
+        self.out, self.shard, self.fmt = out, shard, fmt
         self.clock = IdClock(shard, shards)
         self.rng = random.Random(f"bad/{seed}/{shard}")
         self.bad_rate = bad_rate
         self.hour = -1
+        self.path: Path | None = None
         self.file: gzip.GzipFile | None = None
+        self.rows: list[layout.Entry] = []  # the current hour's entries, for Parquet
         self.events = 0
         self.bad = 0
 
-    def _roll(self, ts: int) -> gzip.GzipFile:
+    def _roll(self, ts: int) -> None:
         hour = ts // 3_600_000
-        if self.file is None or hour != self.hour:
+        if self.path is None or hour != self.hour:
             self.close()
             self.hour = hour
             when = datetime.fromtimestamp(ts / 1000, UTC)
             folder = self.out / f"day={when:%Y-%m-%d}"
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"part-{self.shard:02d}-{when:%H}.jsonl.gz"
-            self.file = gzip.GzipFile(path, "wb", compresslevel=1)
-        assert self.file is not None
-        return self.file
+            self.path = folder / f"part-{self.shard:02d}-{when:%H}{layout.SUFFIX[self.fmt]}"
+            if self.fmt == "jsonl":
+                self.file = gzip.GzipFile(self.path, "wb", compresslevel=1)
+
+    def _write(self, entry_id: str, fields: Fields) -> None:
+        if self.file is not None:
+            self.file.write(layout.jsonl_line(entry_id, fields))
+        else:
+            self.rows.append((entry_id, fields))
 
     def __call__(self, ts: int, kind: str, fields: Fields) -> None:
-        f = self._roll(ts)
+        self._roll(ts)
         entry_id = self.clock.next(ts)
-        text = line(entry_id, ts, kind, fields)
-        f.write(text)
+        full = {"kind": kind, "ts": str(ts), **fields}
+        self._write(entry_id, full)
         self.events += 1
         if self.bad_rate and self.rng.random() < self.bad_rate:
-            f.write(self._bad(entry_id, ts, kind, fields, text))
+            self._bad(entry_id, full)
             self.bad += 1
 
-    def _bad(self, entry_id: str, ts: int, kind: str, fields: Fields, text: bytes) -> bytes:
+    def _bad(self, entry_id: str, full: Fields) -> None:
         which = self.rng.randrange(5)
         if which == 0:
-            return text  # duplicate
-        if which == 1:
-            return text[: len(text) // 2] + b"\n"  # truncated: corrupt
-        if which == 2:
-            return line(entry_id, ts, "brokerTeleport", fields)  # unknown kind
-        if which == 3:  # a field the kind requires is missing
-            gone = next((k for k in ("brokerName", "topic", "namespace", "changes") if k in fields), "")
-            return line(entry_id, ts, kind, {k: v for k, v in fields.items() if k != gone})
-        return orjson.dumps({"id": entry_id, "fields": {"kind": kind, "ts": "soon", **fields}}) + b"\n"
+            self._write(entry_id, full)  # duplicate
+        elif which == 1:  # truncated: corrupt text; a Parquet row cannot be, it loses its fields
+            if self.file is not None:
+                text = layout.jsonl_line(entry_id, full)
+                self.file.write(text[: len(text) // 2] + b"\n")
+            else:
+                self.rows.append((entry_id, {}))
+        elif which == 2:
+            self._write(entry_id, full | {"kind": "brokerTeleport"})  # unknown kind
+        elif which == 3:  # a field the kind requires is missing
+            gone = next((k for k in ("brokerName", "topic", "namespace", "changes") if k in full), "")
+            self._write(entry_id, {k: v for k, v in full.items() if k != gone})
+        else:
+            self._write(entry_id, full | {"ts": "soon"})
 
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
             self.file = None
+        elif self.rows and self.path is not None:
+            self.path.write_bytes(layout.parquet_bytes(self.rows))
+        self.rows = []
+        self.path = None
 
 
-def _run_shard(args: tuple[FleetSpec, str, int, int]) -> tuple[int, int]:
-    spec, out, shard, shards = args
-    writer = ShardWriter(Path(out), shard, shards, spec.bad_rate, spec.seed)
+def _run_shard(args: tuple[FleetSpec, str, int, int, str]) -> tuple[int, int]:
+    spec, out, shard, shards, fmt = args
+    writer = ShardWriter(Path(out), shard, shards, spec.bad_rate, spec.seed, fmt)
     try:
         simulate(spec, writer, shard, shards)
     finally:
@@ -646,13 +668,17 @@ def _run_shard(args: tuple[FleetSpec, str, int, int]) -> tuple[int, int]:
     return writer.events, writer.bad
 
 
-def generate(spec: FleetSpec, out: str | os.PathLike[str], shards: int = 1) -> tuple[int, int]:
-    """Write the fleet's history under ``out``; returns (events, extra bad lines). Shards split
-    the clusters between processes; each shard is an independent sub-fleet."""
+def generate(
+    spec: FleetSpec, out: str | os.PathLike[str], shards: int = 1, fmt: str = "jsonl"
+) -> tuple[int, int]:
+    """Write the fleet's history under ``out`` in the export's ``fmt`` (``jsonl`` or
+    ``parquet``); returns (events, extra bad lines). Shards split the clusters between
+    processes; each shard is an independent sub-fleet."""
+    layout.check_format(fmt)
     shards = max(1, min(shards, spec.clusters))
     if spec.max_events:
         spec = replace(spec, max_events=-(-spec.max_events // shards))
-    jobs = [(spec, str(out), s, shards) for s in range(shards)]
+    jobs = [(spec, str(out), s, shards, fmt) for s in range(shards)]
     if shards == 1:
         results = [_run_shard(jobs[0])]
     else:
