@@ -24,6 +24,8 @@ from typing import IO
 import aiohttp
 import redis.asyncio as aioredis
 
+from namesrv.procs import die_with_parent
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -160,7 +162,13 @@ def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None 
     log_path = log_dir / f"{name}.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed by Proc.stop
     popen = subprocess.Popen(
-        argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=os.getcwd()
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=os.getcwd(),
+        preexec_fn=die_with_parent(),  # an interrupted bench leaves no process behind
     )
     return Proc(name, popen, log_path, log)
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import redis
 
+from namesrv.procs import die_with_parent
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -57,6 +59,7 @@ def local_redis(extra_args: tuple[str, ...] = ()) -> Iterator[str]:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent(),  # no stray server when a test run is killed
         )
         url = f"redis://127.0.0.1:{port}/0"
         try:

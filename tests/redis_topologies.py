@@ -14,11 +14,18 @@ from pathlib import Path
 
 import redis
 
+from namesrv.procs import die_with_parent
 from tests.redis_server import _binary, _free_port
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([_binary(), *args], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [_binary(), *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent(),  # no stray server when a test run is killed
+    )
 
 
 def _wait(check: object, what: str, timeout: float = 20.0) -> None:

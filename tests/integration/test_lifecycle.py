@@ -16,6 +16,7 @@ import pytest
 from redis.asyncio import Redis
 
 from namesrv.app import begin_drain
+from namesrv.procs import die_with_parent
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient, RemotingClientError
 from namesrv.store.embedded import free_port
@@ -49,6 +50,7 @@ class Worker:
             cwd=self.cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            preexec_fn=die_with_parent(),  # no stray worker when a test run is killed
         )
         if wait_ready:
             await self.wait_ready()
@@ -150,3 +152,38 @@ async def test_readiness_turns_false_when_draining(client: Any) -> None:
     assert draining.status == 503
     assert (await draining.json())["problems"] == ["draining: shutting down"]
     assert (await client.get("/livez")).status == 200
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux-only")
+async def test_a_killed_worker_takes_its_embedded_redis_with_it(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    env = {"NAMESRV_REDIS_URL": "", "REDIS_URL": "", "NAMESRV_DATA_DIR": str(tmp_path / "data")}
+    worker = Worker(env, tmp_path)
+    await worker.start()
+    assert worker.proc is not None
+    children = _children(worker.proc.pid)
+    assert len(children) == 1  # the embedded redis-server
+    redis_pid = int(children[0])
+    worker.proc.kill()  # SIGKILL: no cleanup runs in the worker
+    await asyncio.wait_for(worker.proc.wait(), 30)
+    for _ in range(100):
+        state = _process_state(redis_pid)
+        if state in (None, "Z"):  # gone, or exited and waiting to be reaped
+            break
+        await asyncio.sleep(0.05)
+    else:
+        os.kill(redis_pid, signal.SIGKILL)
+        raise AssertionError("the embedded redis-server outlived its killed worker")
+
+
+def _children(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
+def _process_state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]

@@ -18,6 +18,8 @@ import socket
 from pathlib import Path
 from types import TracebackType
 
+from namesrv.procs import die_with_parent
+
 log = logging.getLogger(__name__)
 
 
@@ -91,6 +93,7 @@ class EmbeddedRedis:
             "no",
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
+            preexec_fn=die_with_parent(),
         )
         for _ in range(200):
             if self._proc.returncode is not None:
