@@ -149,6 +149,10 @@ class RouteCache:
         ``None`` when only :meth:`get` can answer (not cached, or not safe to answer from memory)."""
         if self._view_of() != self._view or not self.fresh():
             return None
+        return self._remembered(topic)
+
+    def _remembered(self, topic: str) -> CachedRoute | Literal[False] | None:
+        """A live entry, ``False`` for a live "does not exist", else None (counted as hits)."""
         now = self.clock()
         entry = self._routes.get(topic)
         if entry is not None and entry.expires_at > now:
@@ -169,16 +173,9 @@ class RouteCache:
             self._view = view
         if not self.fresh() and not (self.catch_up is not None and await self.catch_up() and self.fresh()):
             return await self._bypass(topic)
-        now = self.clock()
-        entry = self._routes.get(topic)
-        if entry is not None and entry.expires_at > now:
-            self._routes.move_to_end(topic)
-            self.hits += 1
-            return entry
-        missing_until = self._missing.get(topic)
-        if missing_until is not None and missing_until > now:
-            self.hits += 1
-            return None
+        remembered = self._remembered(topic)
+        if remembered is not None:
+            return remembered or None
         self.misses += 1
         pending = self._inflight.get(topic)
         if pending is not None:  # one Redis read per topic, however many requests miss together
