@@ -219,8 +219,8 @@ async def start_redis(log_dir: Path) -> tuple[Proc, str]:
 
 
 @dataclass
-class Worker:
-    """One fleet worker process (``python -m namesrv``)."""
+class Server:
+    """A process serving remoting and HTTP on loopback."""
 
     proc: Proc
     http_port: int
@@ -233,6 +233,10 @@ class Worker:
     @property
     def http(self) -> tuple[str, int]:
         return ("127.0.0.1", self.http_port)
+
+
+class Worker(Server):
+    """One fleet worker process (``python -m namesrv``)."""
 
     @property
     def url(self) -> str:
@@ -298,21 +302,8 @@ async def wait_tcp(proc: Proc, port: int, timeout: float = 15.0) -> None:
     raise RuntimeError(f"{proc.name} did not listen on {port}:\n{proc.log_tail()}")
 
 
-@dataclass
-class Ceiling:
+class Ceiling(Server):
     """One bare ceiling server process (:mod:`bench.ceiling`)."""
-
-    proc: Proc
-    http_port: int
-    remoting_port: int
-
-    @property
-    def remoting(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.remoting_port)
-
-    @property
-    def http(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.http_port)
 
 
 async def start_ceiling(name: str, remoting_body: Path, http_body: Path, log_dir: Path) -> Ceiling:
