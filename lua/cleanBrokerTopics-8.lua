@@ -34,16 +34,7 @@ local now = nowMs()
 local bd = decodeOrNil(rcall('HGET', K.brokers, brokerName))
 local removed, cleared, gone = {}, {}, {}
 if not bd then
-  for i = 1, n do
-    local topic, key = ARGV[4 + i], KEYS[8 + i]
-    if rcall('HDEL', key, brokerName) == 1 then
-      removed[#removed + 1] = topic
-      if rcall('EXISTS', key) == 0 then
-        gone[#gone + 1] = topic
-      end
-      syncTopicFlag(K.topicflags, key, topic)
-    end
-  end
+  removed, gone = dropQueues(brokerName, K.topicflags, KEYS, 9, ARGV, 5, n)
   addAll('SREM', K.topics, gone)
   local listed = {}
   for i = 1, n do listed[i] = ARGV[4 + i] end

@@ -76,19 +76,9 @@ end
 -- Only queues new to the broker change the topic indexes.
 addAll('SADD', K.topics, fresh)
 addAll('SADD', K.btopics, fresh)
-local gone = {}
-for j = 1, nRm do
-  local topic = ARGV[a]
-  a = a + 1
-  local key = KEYS[9 + nUp + j]
-  if rcall('HDEL', key, brokerName) == 1 then
-    removed[#removed + 1] = topic
-    if rcall('EXISTS', key) == 0 then
-      gone[#gone + 1] = topic
-    end
-    syncTopicFlag(K.topicflags, key, topic)
-  end
-end
+local gone
+removed, gone = dropQueues(brokerName, K.topicflags, KEYS, 10 + nUp, ARGV, a, nRm)
+a = a + nRm
 addAll('SREM', K.topics, gone)
 addAll('SREM', K.btopics, removed)
 if final then

@@ -110,6 +110,24 @@ local function hideExpired(deadlinesKey, bd, now)
 end
 
 -- SADD/SREM many members in a few calls: one redis.call per member costs more than the write.
+-- Removes brokerName's queue from n topics whose names are args[argAt..argAt+n-1] and whose
+-- keys are keys[keyAt..keyAt+n-1] (U2/R10a; only variadic scripts pass their KEYS and ARGV).
+-- Returns the topics it had a queue in, and those of them left with no queue at all.
+local function dropQueues(brokerName, flagsKey, keys, keyAt, args, argAt, n)
+  local removed, gone = {}, {}
+  for i = 0, n - 1 do
+    local topic, key = args[argAt + i], keys[keyAt + i]
+    if rcall('HDEL', key, brokerName) == 1 then
+      removed[#removed + 1] = topic
+      if rcall('EXISTS', key) == 0 then
+        gone[#gone + 1] = topic
+      end
+      syncTopicFlag(flagsKey, key, topic)
+    end
+  end
+  return removed, gone
+end
+
 local function addAll(cmd, key, members)
   for i = 1, #members, 500 do
     rcall(cmd, key, unpack(members, i, math.min(i + 499, #members)))
