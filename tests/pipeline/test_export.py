@@ -71,9 +71,11 @@ def test_export_twice_in_a_row_writes_each_entry_once(
     assert checkpoint == checkpoint | {"stream": stream, "last_id": more[-1], "exported": 30, "ordinal": 30}
 
 
-def test_a_crash_before_the_checkpoint_does_not_duplicate(
-    client: redis.Redis, stream: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def crash_then_rerun(
+    client: redis.Redis, stream: str, out: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> tuple[list[str], list[str]]:
+    """An export killed after writing its data file, before its checkpoint, then run again once
+    the stream grew. Returns the entry IDs added before and after the crash."""
     ids = add(client, stream, 8)
 
     def crash(self: Exporter, last_id: str, n: int, ordinal: int | None = None) -> None:
@@ -81,10 +83,17 @@ def test_a_crash_before_the_checkpoint_does_not_duplicate(
 
     monkeypatch.setattr(Exporter, "write_checkpoint", crash)
     with pytest.raises(KeyboardInterrupt):
-        Exporter(client, stream, tmp_path, batch=100).run()
+        Exporter(client, stream, out, batch=100, fmt=fmt).run()
     monkeypatch.undo()
     more = add(client, stream, 4, start=8)  # the stream grew meanwhile: the rerun's batch is bigger
-    Exporter(client, stream, tmp_path, batch=100).run()
+    Exporter(client, stream, out, batch=100, fmt=fmt).run()
+    return ids, more
+
+
+def test_a_crash_before_the_checkpoint_does_not_duplicate(
+    client: redis.Redis, stream: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids, more = crash_then_rerun(client, stream, tmp_path, monkeypatch, "jsonl")
     assert exported(tmp_path) == ids + more  # same file name (first id), rewritten with a superset
     assert not list(tmp_path.glob("day=*/.*tmp*"))
 
@@ -172,17 +181,7 @@ def test_parquet_export_holds_the_same_entries_and_reruns_idempotently(
 def test_parquet_export_after_a_crash_rewrites_the_same_file(
     client: redis.Redis, stream: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ids = add(client, stream, 8)
-
-    def crash(self: Exporter, last_id: str, n: int, ordinal: int | None = None) -> None:
-        raise KeyboardInterrupt("killed after writing the data file")
-
-    monkeypatch.setattr(Exporter, "write_checkpoint", crash)
-    with pytest.raises(KeyboardInterrupt):
-        Exporter(client, stream, tmp_path, batch=100, fmt="parquet").run()
-    monkeypatch.undo()
-    more = add(client, stream, 4, start=8)
-    Exporter(client, stream, tmp_path, batch=100, fmt="parquet").run()
+    ids, more = crash_then_rerun(client, stream, tmp_path, monkeypatch, "parquet")
     assert [r[0] for r in parquet_exported(tmp_path)] == ids + more
     assert len(list(tmp_path.glob("day=*/*.parquet"))) == 1
 
