@@ -206,7 +206,6 @@ class RemotingServer:
         self.connections: set[RemotingConnection] = set()
         self.background: set[asyncio.Task[None]] = set()
         self.draining = False
-        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
         self._server: asyncio.Server | None = None
         self._idle_task: asyncio.Task[None] | None = None
 
@@ -217,25 +216,17 @@ class RemotingServer:
         return port
 
     def count(self, operation: str, code: int, seconds: float) -> None:
-        """Request metrics, with the label lookups done once per (operation, outcome)."""
-        children = self._children.get((operation, code)) or self._labels(operation, code)
-        children[0].inc()
-        children[1].observe(seconds)
-
-    def _labels(self, operation: str, code: int) -> tuple[Any, Any]:
-        outcome = "ok" if code == ResponseCode.SUCCESS else f"code{code}"
-        children = self._children[(operation, code)] = self.metrics.request_series(
-            "remoting", operation, outcome
-        )
-        return children
+        counter, latency = self.metrics.request_series("remoting", operation, _outcome(code))
+        counter.inc()
+        latency.observe(seconds)
 
     def count_batch(self, operation: str, codes: list[int], seconds: float) -> None:
         """:meth:`count` for requests answered together, one counter update per outcome."""
         first = codes[0]
         if codes.count(first) == len(codes):
-            children = self._children.get((operation, first)) or self._labels(operation, first)
-            children[0].inc(len(codes))
-            children[1].observe(seconds, len(codes))
+            counter, latency = self.metrics.request_series("remoting", operation, _outcome(first))
+            counter.inc(len(codes))
+            latency.observe(seconds, len(codes))
             return
         for code in codes:
             self.count(operation, code, seconds)
@@ -285,3 +276,7 @@ class RemotingServer:
             await cancel_and_wait(task)
         if self._server:
             await self._server.wait_closed()
+
+
+def _outcome(code: int) -> str:
+    return "ok" if code == ResponseCode.SUCCESS else f"code{code}"
