@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from bench.peers import Peer, parse_peer
+
 PHASES = ("memory", "remoting", "http", "steady", "registration", "expiry")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -50,12 +52,17 @@ class BenchConfig:
     quiet_cores: float = 0.25  # "quiet": other processes use fewer cores than this
     label: str = ""
     smoke: bool = False
+    peers: tuple[Peer, ...] = ()  # other NameServers measured in the same run (--peer)
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            out[f.name] = str(value) if isinstance(value, Path) else value
+            if isinstance(value, Path):
+                value = str(value)
+            elif f.name == "peers":
+                value = [str(p) for p in value]
+            out[f.name] = value
         return out
 
 
@@ -172,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help=f"'idle' for --wait-quiet: other load below this (default {d.quiet_cores})",
     )
+    p.add_argument(
+        "--peer",
+        type=parse_peer,
+        action="append",
+        metavar="NAME=HOST:PORT[@PID]",
+        help="another NameServer already running (a Java one, another fleet): the same lookup and "
+        "registration phases run against it in turns with ours; @PID gives its CPU per lookup (repeatable)",
+    )
     p.add_argument("--label", help="a free-text label stored in the result (e.g. the branch under test)")
     return p
 
@@ -183,12 +198,17 @@ def parse_config(argv: Sequence[str] | None = None) -> BenchConfig:
     overrides = {
         name: value
         for name, value in vars(args).items()
-        if value is not None and name not in ("smoke", "keep_logs", "worker_env")
+        if value is not None and name not in ("smoke", "keep_logs", "worker_env", "peer")
     }
     if args.keep_logs:
         overrides["keep_logs"] = True
     if args.worker_env:
         overrides["worker_env"] = tuple(args.worker_env)
+    if args.peer:
+        names = [p.name for p in args.peer]
+        if len(set(names)) != len(names):
+            raise SystemExit("--peer names must differ")
+        overrides["peers"] = tuple(args.peer)
     config = replace(config, **overrides)
     for name in (
         "procs",

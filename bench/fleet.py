@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from bench import procs
 from bench.config import BenchConfig
 from bench.loadgen import LoadPool
+from bench.peers import Peer, PeerSetup
 from bench.redisstats import Slowlog, key_memory, memory, script_names
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
@@ -23,6 +24,8 @@ from namesrv.sim.client import RemotingClient
 LONG_TIMEOUT_MS = 3_600_000  # brokers that must outlive the run; kept alive by heartbeats anyway
 KEEPALIVE_S = 10.0  # under serverChannelMaxIdleTimeSeconds (120 s), as real brokers do (30 s)
 ROUTE_VERSION = 479  # a 5.3.3 client: asks for standard JSON
+SYSTEM_BUSY = 2
+BUSY_RETRIES = 20
 
 
 @dataclass
@@ -43,7 +46,11 @@ class Bench:
     keepalive: list[SimBroker] = field(default_factory=list)
     route_body: bytes = b""
     http_body: bytes = b""
+    peer_setup: PeerSetup = field(default_factory=PeerSetup)
     _keepalive_task: asyncio.Task[None] | None = None
+
+    def peer(self, name: str) -> Peer | None:
+        return next((p for p in self.cfg.peers if p.name == name), None)
 
     @property
     def events_key(self) -> str:
@@ -149,12 +156,24 @@ class Bench:
             client = await self.connect(i)
             for start in range(0, len(self.topics), batch):
                 part = self.topics[start : start + batch]
-                replies = await asyncio.gather(
-                    *(client.invoke(105, {"topic": t}, version=ROUTE_VERSION) for t in part)
-                )
-                failed = [t for t, r in zip(part, replies, strict=True) if r.code != 0]
+                for attempt in range(BUSY_RETRIES + 1):
+                    replies = await asyncio.gather(
+                        *(client.invoke(105, {"topic": t}, version=ROUTE_VERSION) for t in part)
+                    )
+                    failed = [
+                        (t, r.code, r.remark) for t, r in zip(part, replies, strict=True) if r.code != 0
+                    ]
+                    # a worker sheds load (SYSTEM_BUSY) when a busy machine slows Redis: ask again
+                    if (
+                        not failed
+                        or attempt == BUSY_RETRIES
+                        or any(code != SYSTEM_BUSY for _, code, _ in failed)
+                    ):
+                        break
+                    part = [t for t, _, _ in failed]
+                    await asyncio.sleep(0.2)
                 if failed:
-                    raise RuntimeError(f"worker-{i}: no route for {failed[:3]}")
+                    raise RuntimeError(f"worker-{i}: no route for {failed[:3]} (topic, code, remark)")
             await client.aclose()
         return round(time.perf_counter() - started, 2)
 
@@ -198,6 +217,7 @@ class Bench:
 
     # ---- shutdown ----
     async def close(self) -> None:
+        await self.peer_setup.close()
         if self._keepalive_task is not None:
             self._keepalive_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

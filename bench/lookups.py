@@ -24,21 +24,28 @@ SLOW_LUA_US = 1000  # during lookups only calls of 1 ms or more are logged (the 
 @dataclass(frozen=True)
 class Scenario:
     protocol: Protocol
-    server: str  # "fleet" or "ceiling"
+    server: str  # "fleet", "ceiling" or a peer's name
     size: int  # worker (or ceiling) processes
     pattern: str  # "hot" or "spread"
     load: str  # "peak" or "80%"
 
     @property
     def key(self) -> str:
-        servers = "workers" if self.server == "fleet" else "ceiling"
-        return f"{self.protocol}/{servers}={self.size}/{self.pattern}/{self.load}"
+        if self.server in ("fleet", "ceiling"):
+            servers = "workers" if self.server == "fleet" else "ceiling"
+            return f"{self.protocol}/{servers}={self.size}/{self.pattern}/{self.load}"
+        return f"{self.protocol}/peer={self.server}/{self.pattern}/{self.load}"
 
 
 async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, Any]:
     cfg = b.cfg
+    peer = b.peer(scenario.server)
     servers = b.workers[: scenario.size] if scenario.server == "fleet" else b.ceilings[: scenario.size]
+    if peer is not None:
+        servers = []
     targets = tuple(s.remoting if scenario.protocol == "remoting" else s.http for s in servers)
+    if peer is not None:
+        targets = (peer.remoting,)
     topics = b.hot if scenario.pattern == "hot" else b.topics
     remoting = scenario.protocol == "remoting"
     job = LoadJob(
@@ -55,6 +62,8 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     )
     pids = b.pids()
     tested = [s.proc.pid for s in servers]
+    if peer is not None and peer.pid is not None:
+        tested = [peer.pid]
     roles = {
         "load": pids["load"],
         "server": tested,
@@ -96,7 +105,9 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         **summary.as_dict(),
         "cores": cores,
         # CPU the servers under test spent per successful lookup: comparable with the ceiling's
-        "server_us_per_request": cores.get("server", 0.0) * 1e6 / summary.rps if summary.rps else None,
+        "server_us_per_request": (
+            cores.get("server", 0.0) * 1e6 / summary.rps if summary.rps and tested else None
+        ),
         "redis_calls_per_request": redis_calls / done,
         "redis_lua_calls_per_request": lua_calls / done,
         "redis_us_per_request": redis_us / done,
@@ -114,20 +125,22 @@ async def run_lookups(b: Bench, protocol: Protocol, progress: Any) -> list[dict[
     await b.log().start(SLOW_LUA_US, max_len=100_000)
     try:
         for size in cfg.fleet_sizes:
-            for server in ("fleet", "ceiling"):
-                # a ceiling answers every topic alike: one pattern is enough
-                for pattern in ("hot", "spread") if server == "fleet" else ("hot",):
-                    peak_scenario = Scenario(protocol, server, size, pattern, "peak")
-                    progress(f"{peak_scenario.key} ...")
-                    peak = await measure(b, peak_scenario)
-                    rows.append(peak)
-                    progress(_line(peak))
-                    if protocol == "remoting" and peak["rps"] > 0 and cfg.load_fraction > 0:
-                        scenario = Scenario(protocol, server, size, pattern, f"{cfg.load_fraction:.0%}")
-                        progress(f"{scenario.key} ...")
-                        row = await measure(b, scenario, rate=peak["rps"] * cfg.load_fraction)
-                        rows.append(row)
-                        progress(_line(row))
+            # peers run right after one worker, pattern by pattern, so both see the same machine
+            turns = ["fleet"] + ([p.name for p in cfg.peers] if size == 1 and protocol == "remoting" else [])
+            plan = [(server, pattern) for pattern in ("hot", "spread") for server in turns]
+            plan.append(("ceiling", "hot"))  # a ceiling answers every topic alike: one pattern is enough
+            for server, pattern in plan:
+                peak_scenario = Scenario(protocol, server, size, pattern, "peak")
+                progress(f"{peak_scenario.key} ...")
+                peak = await measure(b, peak_scenario)
+                rows.append(peak)
+                progress(_line(peak))
+                if protocol == "remoting" and peak["rps"] > 0 and cfg.load_fraction > 0:
+                    scenario = Scenario(protocol, server, size, pattern, f"{cfg.load_fraction:.0%}")
+                    progress(f"{scenario.key} ...")
+                    row = await measure(b, scenario, rate=peak["rps"] * cfg.load_fraction)
+                    rows.append(row)
+                    progress(_line(row))
     finally:
         await b.log().stop()
     return rows

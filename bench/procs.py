@@ -11,9 +11,7 @@ import asyncio
 import contextlib
 import os
 import platform
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,15 +23,9 @@ import aiohttp
 import redis.asyncio as aioredis
 
 from namesrv.procs import die_with_parent
+from namesrv.store.embedded import free_port, redis_server_command
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # ---- /proc ------------------------------------------------------------------------------------
@@ -173,35 +165,12 @@ def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None 
     return Proc(name, popen, log_path, log)
 
 
-def redis_server_binary() -> str:
-    found = shutil.which("redis-server")
-    if not found:
-        raise RuntimeError("redis-server is not on PATH")
-    return found
-
-
 async def start_redis(log_dir: Path) -> tuple[Proc, str]:
     """A private redis-server on a free port, no persistence. Returns (process, URL)."""
     port = free_port()
     data = log_dir / "redis-data"
     data.mkdir(exist_ok=True)
-    proc = spawn(
-        "redis",
-        [
-            redis_server_binary(),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(data),
-        ],
-        log_dir,
-    )
+    proc = spawn("redis", redis_server_command(port, data, append_only=False), log_dir)
     url = f"redis://127.0.0.1:{port}/0"
     client = aioredis.Redis.from_url(url)
     try:

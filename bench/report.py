@@ -13,6 +13,7 @@ CEILING_RATIO = 0.80
 P99_MS = 5.0
 NEW_10K_MS = 50.0
 UNCHANGED_10K_MS = 5.0
+BUMPED_10K_MS = 10.0  # one topic of 10k changed
 STEADY_LUA_MS = 1.0
 NEW_10K_LUA_MS = 25.0
 SILENT_LAG_MS = 1000  # gone within timeout + 1 s: at most 1 s after the deadline
@@ -126,12 +127,14 @@ def evaluate(result: dict[str, Any]) -> list[Target]:
             )
         )
     # --- registration ---
-    regs: list[dict[str, Any]] = result.get("registration", [])
+    regs: list[dict[str, Any]] = [
+        r for r in result.get("registration", []) if r.get("target", "fleet") == "fleet"
+    ]
     if regs:
         size = max(r["topics"] for r in regs)
         label = f"{size // 1000}k" if size >= 1000 and size % 1000 == 0 else str(size)
         scale = "" if size == 10_000 else f" (sized {label}; target is for 10k)"
-        for kind, limit in (("new", NEW_10K_MS), ("unchanged", UNCHANGED_10K_MS)):
+        for kind, limit in (("new", NEW_10K_MS), ("unchanged", UNCHANGED_10K_MS), ("bumped", BUMPED_10K_MS)):
             row = next((r for r in regs if r["topics"] == size and r["kind"] == kind), None)
             if row is None:
                 continue
@@ -243,6 +246,81 @@ def _mib(n: float) -> str:
     return f"{n / 1048576:.1f} MiB"
 
 
+def _servers(s: dict[str, Any]) -> str:
+    if s["server"] == "fleet":
+        return _workers(s["size"])
+    if s["server"] == "ceiling":
+        return f"{s['size']}× ceiling"
+    return f"peer {s['server']}"
+
+
+def side_by_side(result: dict[str, Any]) -> list[str]:
+    """Ours (1 worker) next to every peer, scenario by scenario, with peer ÷ ours ratios."""
+    peers: list[str] = [str(p).split("=", 1)[0] for p in result.get("config", {}).get("peers", [])]
+    if not peers:
+        return []
+    lookups: list[dict[str, Any]] = result.get("lookups", [])
+
+    def lookup(server: str, pattern: str, load: str) -> dict[str, Any] | None:
+        return next(
+            (
+                r
+                for r in lookups
+                if r["scenario"]["server"] == server
+                and r["scenario"]["pattern"] == pattern
+                and r["scenario"]["load"] == load
+                and r["scenario"]["protocol"] == "remoting"
+                and (server != "fleet" or r["scenario"]["size"] == 1)
+            ),
+            None,
+        )
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return f"{a / b:.2f}×" if a and b else "-"
+
+    rows: list[list[str]] = []
+    for pattern in ("hot", "spread"):
+        for load in sorted({r["scenario"]["load"] for r in lookups}, key=lambda x: x != "peak"):
+            ours = lookup("fleet", pattern, load)
+            if ours is None:
+                continue
+            for metric, key, fmt in (
+                ("req/s", "rps", ",.0f"),
+                ("p99 ms", "p99_ms", ".2f"),
+                ("server µs/lookup", "server_us_per_request", ".1f"),
+            ):
+                line = [f"lookup {pattern} {load}", metric, _num(ours.get(key), fmt)]
+                for name in peers:
+                    theirs = lookup(name, pattern, load)
+                    value = theirs.get(key) if theirs else None
+                    line += ["n/a" if value is None else _num(value, fmt), ratio(value, ours.get(key))]
+                rows.append(line)
+    regs: list[dict[str, Any]] = result.get("registration", [])
+    for r in (r for r in regs if r.get("target", "fleet") == "fleet"):
+        line = [f"REGISTER_BROKER {r['kind']} {r['topics']:,}", "median ms", f"{r['median_ms']:.1f}"]
+        for name in peers:
+            theirs = next(
+                (
+                    x
+                    for x in regs
+                    if x.get("target") == name and x["kind"] == r["kind"] and x["topics"] == r["topics"]
+                ),
+                None,
+            )
+            value = theirs["median_ms"] if theirs else None
+            line += ["n/a" if value is None else f"{value:.1f}", ratio(value, r["median_ms"])]
+        rows.append(line)
+    headers = ["measurement", "unit", "ours (1 worker)"]
+    for name in peers:
+        headers += [name, f"{name} ÷ ours"]
+    return [
+        "Side by side: one worker and each peer, same scenario, run in turns "
+        "(µs/lookup = server CPU per lookup; n/a without the peer's pid)",
+        *_table(headers, rows, right=set(range(2, len(headers)))),
+        "",
+    ]
+
+
 def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
     meta, cfg = result["meta"], result["config"]
     out: list[str] = []
@@ -300,7 +378,7 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
         for row in rows:
             s = row["scenario"]
             c = row["cores"]
-            servers = _workers(s["size"]) if s["server"] == "fleet" else f"{s['size']}× ceiling"
+            servers = _servers(s)
             ratio = ceiling_ratio(rows, row) if s["server"] == "fleet" and s["load"] == "peak" else None
             table_rows.append(
                 [
@@ -373,6 +451,7 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
         )
         out += _table(
             [
+                "target",
                 "topics",
                 "kind",
                 "body",
@@ -380,11 +459,15 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
                 "max ms",
                 "Lua calls",
                 "Lua ms total",
+                "decode ms",
+                "rest ms",
+                "Redis floor ms",
                 "longest Lua ms",
                 "script",
             ],
             [
                 [
+                    r.get("target", "fleet"),
                     f"{r['topics']:,}",
                     r["kind"],
                     f"{r['body_bytes'] / 1024:,.0f} KiB",
@@ -392,14 +475,18 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
                     f"{r['max_ms']:.1f}",
                     f"{r['lua_calls']:.0f}",
                     f"{r['lua_total_ms']:.2f}",
+                    f"{r.get('decode_ms', 0.0):.2f}",
+                    f"{r.get('rest_ms', 0.0):.2f}",
+                    f"{r['floor_ms']:.2f}" if "floor_ms" in r else "",
                     f"{r['lua_max_ms']:.2f}",
                     r["lua_max_script"],
                 ]
                 for r in regs
             ],
-            right={0, 2, 3, 4, 5, 6, 7},
+            right={1, 3, 4, 5, 6, 7, 8, 9, 10, 11},
         )
         out.append("")
+    out += side_by_side(result)
 
     steady = result.get("steady")
     if steady:

@@ -31,7 +31,7 @@ from redis.asyncio import Redis
 
 from bench import procs
 from bench.config import BenchConfig, parse_config
-from bench.fleet import Bench
+from bench.fleet import LONG_TIMEOUT_MS, Bench
 from bench.liveness import run_crashed, run_silent
 from bench.lookups import run_lookups
 from bench.loops import loop_name, run_fast
@@ -144,7 +144,7 @@ async def _phase(
     result.setdefault("phase_seconds", {})[name] = round(time.perf_counter() - started, 1)
 
 
-async def run(cfg: BenchConfig) -> dict[str, Any]:
+async def run(cfg: BenchConfig) -> dict[str, Any]:  # noqa: C901 - the phases in order, each optional
     log_dir = Path(tempfile.mkdtemp(prefix="namesrv-bench-"))
     result: dict[str, Any] = {"config": cfg.as_dict(), "meta": await machine_facts(cfg)}
     started = time.perf_counter()
@@ -167,6 +167,9 @@ async def run(cfg: BenchConfig) -> dict[str, Any]:
             if "memory" in cfg.phases:
                 result["memory"] = memory
             await b.check_routes()
+            if cfg.peers:
+                progress(f"registering the same topics on {', '.join(str(p) for p in cfg.peers)}")
+                await b.peer_setup.register(cfg.peers, b.topics, cfg.spread_brokers, LONG_TIMEOUT_MS)
             progress("warming every worker's route cache with every topic")
             result["meta"]["warm_seconds"] = await b.warm_routes()
             result["meta"]["route_reply_bytes"] = {"remoting": len(b.route_body), "http": len(b.http_body)}

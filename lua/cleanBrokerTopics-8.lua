@@ -32,8 +32,9 @@ local K = {brokers = KEYS[1], topics = KEYS[2], topicflags = KEYS[3], btopics = 
 local brokerName, final, maxLen, n = ARGV[1], ARGV[2] == '1', ARGV[3], tonumber(ARGV[4])
 local now = nowMs()
 local bd = decodeOrNil(rcall('HGET', K.brokers, brokerName))
-local removed, cleared, gone = {}, {}, {}
+local removed, cleared = {}, {}
 if not bd then
+  local gone
   removed, gone = dropQueues(brokerName, K.topicflags, KEYS, 9, ARGV, 5, n)
   addAll('SREM', K.topics, gone)
   local listed = {}

@@ -47,8 +47,9 @@ for i = 1, #due, 2 do
   local member, deadline = due[i], due[i + 1]
   local cluster, addr = string.match(member, '^(.*)/([^/]*)$')
   local info = decodeOrNil(rcall('HGET', K.live, member))
-  local bdJson, removed, pending = '', false, false
+  local bdJson, removed = '', false
   if info then
+    local pending
     bdJson, removed, pending = unregisterCore(K, member, cluster, addr, info.brokerName)
     if pending and not seen[info.brokerName] then
       seen[info.brokerName] = true

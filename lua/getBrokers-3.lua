@@ -1,4 +1,5 @@
 --[[
+  @master-only: on Redis 7 it declares flags, so a demoted master refuses it (store/scripts.py).
   getBrokers: brokerAddrTable and clusterAddrTable in one snapshot, for GET_BROKER_CLUSTER_INFO
   (106), GET_BROKER_MEMBER_GROUP (901) and GET_SYSTEM_TOPIC_LIST_FROM_NS (304). Brokers past
   their deadline are hidden as the sweep would remove them: the address is dropped, and a broker

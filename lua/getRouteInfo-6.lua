@@ -1,4 +1,5 @@
 --[[
+  @master-only: on Redis 7 it declares flags, so a demoted master refuses it (store/scripts.py).
   getRouteInfo: the table walk of GET_ROUTEINFO_BY_TOPIC (105), RouteInfoManager
   .pickupTopicRouteData rules P1-P6, read in one snapshot. Brokers past their deadline are
   hidden as the sweep would remove them: an address is dropped, a broker name left with no

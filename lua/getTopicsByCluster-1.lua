@@ -1,4 +1,5 @@
 --[[
+  @master-only: on Redis 7 it declares flags, so a demoted master refuses it (store/scripts.py).
   getTopicsByCluster: GET_TOPICS_BY_CLUSTER (224), RouteInfoManager.getTopicsByCluster: every
   topic in which a broker name of the cluster has a queue, in one snapshot. An unknown cluster
   gives an empty list, as in Java.

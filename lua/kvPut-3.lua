@@ -8,12 +8,15 @@
 
   ARGV[1]  namespace
   ARGV[2]  key
-  ARGV[3]  value
+  ARGV[3]  value (the worker refuses values over kvValueMaxBytes before calling)
   ARGV[4]  '1' when a value was given, '0' for null
   ARGV[5]  change-log length
 
   Returns: {1}
-  Complexity: O(1).
+  The change-log entry carries the value's length and SHA-1, never the value: the log must not
+  hold a second, untrimmed copy of whatever a client puts.
+
+  Complexity: O(1) (O(value length) for the SHA-1).
 ]]
 --- @include "common"
 
@@ -25,5 +28,5 @@ else
   rcall('HDEL', KEYS[2], key)
 end
 emit(KEYS[3], maxLen, 'kvPut', nowMs(), {'namespace', namespace, 'key', key,
-  'value', hasValue and value or ''})
+  'valueBytes', hasValue and tostring(#value) or '', 'valueSha1', hasValue and redis.sha1hex(value) or ''})
 return {1}

@@ -54,7 +54,8 @@
     masterAddr/haServerAddr are '' unless the broker is a slave and its master is live (R13).
     orderConfigFlat is HGETALL of the ORDER_TOPIC_CONFIG namespace when hasOrderConfig is 1.
     routeChanged is 1 when this call changed what a route lookup can return (the BrokerData, a
-    new session, an earlier deadline), as in the change-log entry; else 0.
+    new session, an earlier deadline, the address's filter servers), as in the change-log entry;
+    else 0.
   Error codes: none; invalid input is rejected by the worker before the call.
   Complexity: O(ids of the broker name + brokers of the cluster); never touches topics.
 ]]
@@ -109,10 +110,11 @@ local function addToCluster()
   local list = rcall('HGET', K.clusters, cluster)
   local names = list and cjson.decode(list) or {}
   for _, n in ipairs(names) do
-    if n == brokerName then return end
+    if n == brokerName then return false end
   end
   names[#names + 1] = brokerName
   rcall('HSET', K.clusters, cluster, cjson.encode(names))
+  return true
 end
 
 local function orderConfig()
@@ -123,11 +125,12 @@ local function orderConfig()
 end
 
 local function dropLive()
-  rcall('HDEL', K.live, member)
+  local wasLive = rcall('HDEL', K.live, member) == 1
   rcall('ZREM', K.deadlines, member)
   rcall('HDEL', K.dataversions, member)
   rcall('HDEL', K.pending, member)
   rcall('DEL', K.alive)
+  return wasLive
 end
 
 -- R2/R3: the BrokerData of this name; cluster is fixed at creation.
@@ -170,12 +173,16 @@ if oldAddr and oldAddr ~= addr then
   local otherDv = decodeOrNil(rcall('HGET', K.dataversions, cluster .. '/' .. oldAddr))
   if otherDv and rcall('HEXISTS', K.live, cluster .. '/' .. oldAddr) == 1
       and tonumber(otherDv.stateVersion or 0) > stateVersion then
-    addToCluster()
+    local joined = addToCluster()
     saveBroker()
-    dropLive()
-    emit(K.events, maxLen, 'register', now, {'result', 'ignored', 'cluster', cluster,
-      'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'dataVersion', dataVersion,
-      'routeChanged', bdChanged and '1' or '0', 'brokerData', encodeBroker(bd), 'via', via})
+    local wasLive = dropLive()
+    -- Logged only when it changed something: a repeated ignored registration adds no entry (the
+    -- worker counts it in namesrv_registrations_total{result="ignored"}).
+    if joined or bdChanged or wasLive then
+      emit(K.events, maxLen, 'register', now, {'result', 'ignored', 'cluster', cluster,
+        'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'dataVersion', dataVersion,
+        'routeChanged', bdChanged and '1' or '0', 'brokerData', encodeBroker(bd), 'via', via})
+    end
     local hasOrder, order = orderConfig()
     return {2, 0, 0, '', '', hasOrder, order, 0}
   end
@@ -183,14 +190,18 @@ end
 
 -- R7: a first registration of this id carrying exactly one topic is refused.
 if oldAddr == nil and topicCount == 1 then
+  -- Java still records the name in its cluster and saves the BrokerData; only that change is
+  -- logged. A refusal that changed nothing adds no entry, so refused requests cannot push real
+  -- history out of the log (the worker counts them in namesrv_registrations_total).
   if not registerFirst then
-    addToCluster()
+    local joined = addToCluster()
     saveBroker()
+    if joined or bdChanged then
+      emit(K.events, maxLen, 'register', now, {'result', 'refused', 'cluster', cluster,
+        'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey,
+        'routeChanged', bdChanged and '1' or '0', 'brokerData', encodeBroker(bd), 'via', via})
+    end
   end
-  emit(K.events, maxLen, 'register', now, {'result', 'refused', 'cluster', cluster,
-    'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey,
-    'routeChanged', (bdChanged and not registerFirst) and '1' or '0',
-    'brokerData', registerFirst and '' or encodeBroker(bd), 'via', via})
   return {0, 0, 0, '', '', 0, {}, 0}
 end
 
@@ -244,13 +255,17 @@ else
     body = bodyHash ~= '' and bodyRecord or nil}))
 end
 
--- R12
+-- R12. Routes show the filter servers of their brokers' addresses: a change must reach caches.
+local filtersChanged = false
 if filterList ~= '' then
+  local previousFilters = rcall('HGET', K.filters, member)
   if filterList == '[]' then
-    rcall('HDEL', K.filters, member)
-  else
+    filtersChanged = rcall('HDEL', K.filters, member) == 1
+  elseif previousFilters ~= filterList then
     rcall('HSET', K.filters, member, filterList)
+    filtersChanged = true
   end
+  if filtersChanged then rcall('INCR', K.routever) end
 end
 
 -- R13: a slave learns its live master's address and HA address.
@@ -268,7 +283,7 @@ if not isMaster then
 end
 
 -- a shorter timeout moves the deadline earlier: cached routes must not outlive it
-local routeChanged = bdChanged or newSession or prevDeadline > deadline
+local routeChanged = bdChanged or newSession or prevDeadline > deadline or filtersChanged
 emit(K.events, maxLen, 'register', now, {'result', 'ok', 'cluster', cluster,
   'brokerName', brokerName, 'brokerAddr', addr, 'brokerId', idKey, 'epoch', epoch,
   'deadline', deadline, 'timeoutMillis', timeout, 'dataVersion', dataVersion,

@@ -51,9 +51,13 @@ if fence ~= '' and epoch ~= fence then
     'currentEpoch', epoch, 'via', via})
   return {-2, 0, 0}
 end
-local bdJson, removed, pending = unregisterCore(K, member, cluster, addr, brokerName)
+local bdJson, removed, pending, touched = unregisterCore(K, member, cluster, addr, brokerName)
 rcall('DEL', K.alive)
-emit(K.events, maxLen, reason, now, {'cluster', cluster, 'brokerName', brokerName,
-  'brokerAddr', addr, 'brokerId', brokerId, 'epoch', epoch, 'brokerData', bdJson,
-  'removed', removed and '1' or '0', 'via', via})
+-- Removing a broker that is not registered changes nothing and logs nothing: repeated or made-up
+-- unregisters cannot push real history out of the change log.
+if touched then
+  emit(K.events, maxLen, reason, now, {'cluster', cluster, 'brokerName', brokerName,
+    'brokerAddr', addr, 'brokerId', brokerId, 'epoch', epoch, 'brokerData', bdJson,
+    'removed', removed and '1' or '0', 'via', via})
+end
 return {1, removed and 1 or 0, pending and 1 or 0}

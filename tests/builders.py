@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from namesrv.domain.model import (
@@ -100,3 +101,27 @@ def register_json(
     }
     body.update(extra)
     return body
+
+
+class ManualFreshness:
+    """A change feed stand-in for route-cache unit tests: the test says what the feed knows."""
+
+    def __init__(self) -> None:
+        self.known_at: float | None = None
+        self.down = False  # Redis unreachable or stalled
+        self.catch_up: Callable[[], Awaitable[bool]] | None = None  # what wait_fresh does
+        self.waits = 0
+
+    @property
+    def reachable(self) -> bool:
+        return not self.down
+
+    def down_for(self) -> float:
+        return 60.0 if self.down else 0.0
+
+    def outage(self, now: float) -> bool:
+        return self.down
+
+    async def wait_fresh(self, timeout: float) -> bool:
+        self.waits += 1
+        return await self.catch_up() if self.catch_up is not None else False

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from namesrv.app import create_app
 from namesrv.config import Settings
-from namesrv.keys import SERVICE, STORE
+from namesrv.keys import HEALTH, SERVICE, STORE, WORKER
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
@@ -63,10 +63,24 @@ def service(store: RegistryStore, settings: Settings) -> RegistryService:
     return RegistryService(store, lambda: settings)
 
 
-async def start_client(settings: Settings, **kwargs: Any) -> TestClient[Any, Any]:
+async def start_client(settings: Settings, *, wait_ready: bool = True, **kwargs: Any) -> TestClient[Any, Any]:
+    """A worker on test ports; by default once its Redis link is up (a worker starts serving
+    before Redis answers, and fails fast what needs Redis until then)."""
     client: TestClient[Any, Any] = TestClient(TestServer(create_app(settings, **kwargs)))
     await client.start_server()
+    if wait_ready:
+        await wait_until_ready(client.app)
     return client
+
+
+async def wait_until_ready(app: Any, timeout: float = 15.0) -> None:
+    worker, health = app[WORKER], app[HEALTH]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not worker.ready(health.reachable):
+        if loop.time() > deadline:
+            raise TimeoutError(f"worker not ready after {timeout} s: {health.reason} {worker.fatal}")
+        await asyncio.sleep(0.01)
 
 
 @pytest.fixture

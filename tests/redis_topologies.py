@@ -15,12 +15,12 @@ from pathlib import Path
 import redis
 
 from namesrv.procs import die_with_parent
-from tests.redis_server import _binary, _free_port
+from namesrv.store.embedded import find_redis_server, free_port
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [_binary(), *args],
+        [find_redis_server(), *args],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -55,7 +55,7 @@ def sentinel_setup() -> Iterator[tuple[str, int, int, int]]:
     """A master, a replica and one Sentinel: yields (url, master port, replica port, sentinel port)."""
     with tempfile.TemporaryDirectory(prefix="namesrv-sentinel-") as tmp:
         root = Path(tmp)
-        master, replica, sentinel = _free_port(), _free_port(), _free_port()
+        master, replica, sentinel = free_port(), free_port(), free_port()
         common = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         procs = [
             _start(["--port", str(master), *common], root),

@@ -36,6 +36,9 @@ local function noMaster(bd)
   return lowest == nil or lowest > 0
 end
 
+-- These two edit QueueData JSON text in place: workers write perm between brokerName and
+-- readQueueNums (pinned by tests/registry/test_queue_data_contract.py), so ',"perm":<n>,' occurs
+-- once and a quoted brokerName cannot contain it.
 local function clearWriteBit(queueDataJson)
   return (string.gsub(queueDataJson, ',"perm":(%-?%d+),', function(p)
     local n = tonumber(p)

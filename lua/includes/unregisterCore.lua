@@ -2,14 +2,13 @@
 -- Needs common.lua. Topic cleanup (U4/U5) is left to cleanBrokerTopics: the broker name is
 -- added to the pendingclean set when its queues must be removed or their write bit cleared.
 -- Returns brokerData JSON after the change ('' when removed), whether the name was removed,
--- and whether a cleanup is pending.
+-- whether a cleanup is pending, and whether anything changed at all (a removal of a broker that
+-- is not there changes nothing, and its caller logs nothing).
 local function unregisterCore(k, member, cluster, addr, brokerName)
   -- U1: liveness, filter servers, an unfinished registration.
-  rcall('HDEL', k.live, member)
-  rcall('ZREM', k.deadlines, member)
-  rcall('HDEL', k.dataversions, member)
-  rcall('HDEL', k.filters, member)
-  rcall('HDEL', k.pending, member)
+  local touched = rcall('HDEL', k.live, member) + rcall('ZREM', k.deadlines, member)
+    + rcall('HDEL', k.dataversions, member) + rcall('HDEL', k.filters, member)
+    + rcall('HDEL', k.pending, member) > 0
   local removed = false
   local pending = false
   local bdJson = ''
@@ -34,7 +33,10 @@ local function unregisterCore(k, member, cluster, addr, brokerName)
       -- the write bit of its queues.
       if bd.enableActingMaster and noMaster(bd) then pending = true end
     end
-    if changed or removed then rcall('INCR', k.routever) end
+    if changed or removed then
+      rcall('INCR', k.routever)
+      touched = true
+    end
   end
   -- U3: the cluster named in the request loses the name.
   if removed then
@@ -53,6 +55,6 @@ local function unregisterCore(k, member, cluster, addr, brokerName)
     end
     pending = true
   end
-  if pending then rcall('SADD', k.pendingclean, brokerName) end
-  return bdJson, removed, pending
+  if pending and rcall('SADD', k.pendingclean, brokerName) == 1 then touched = true end
+  return bdJson, removed, pending, touched
 end

@@ -1,84 +1,143 @@
-"""Tail the registry's change log (``{ns}:events``) and tell this worker's listeners.
+"""Tail the registry's change log (``{ns}:events``), tell this worker's listeners, and say how
+current this worker's knowledge of Redis is.
 
-Redis Streams are resumable, unlike pub/sub: a worker that loses its connection picks up after
-the last entry it saw. Listeners are told to resynchronise only when entries may have been lost:
-trimmed before they were read, or gone with the stream (deleted, or a failover to a replica that
-never received them), which a periodic check of the last entry read detects.
+Each poll is one ``readChanges`` script call: it reads the next entries and, atomically with that,
+checks that Redis still holds the data set the worker learned from (the registry's instance id,
+and the last entry applied). When Redis lost or replaced its data (restart without persistence,
+FLUSHALL, a failover to a replica that was behind), listeners are told to start over at once,
+whatever the worker was doing, so every worker agrees with Redis again within one poll.
+
+The feed is also this worker's Redis heartbeat (:class:`RedisHealth`): a poll that fails or takes
+longer than the deadline marks Redis down; the next one that succeeds marks it up, and tells the
+listeners what they learned while the link was in doubt (``on_recovered``).
+
+What the route cache trusts (:class:`Freshness`):
+
+* ``known_at``: the (monotonic) time the last successful poll was issued; every change committed
+  before it has been applied.
+* ``outage(now)``: Redis is unreachable, or stalled: a poll has been outstanding for longer than
+  ``stall_s`` while this worker's event loop kept running on time (so the reply is not merely
+  waiting in our own queue). No change can commit while Redis does not answer.
+* ``wait_fresh(timeout)``: read now, for callers whose knowledge is not fresh enough.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from namesrv.aio import cancel_and_wait, raise_if_cancelling
+from namesrv.store.health import RedisHealth
+from namesrv.store.scripts import ScriptRegistry
 
 log = logging.getLogger(__name__)
 BATCH = 500  # entries per read; a full batch means more may be waiting
-Listener = Callable[[str, Mapping[str, str]], Awaitable[None]]
-Resync = Callable[[], Awaitable[None]]
+TICK_S = 0.01  # the event loop's own heartbeat, to tell a stalled Redis from a busy worker
+TICK_SLACK_S = 0.025
+STALL_RTTS = 4  # a poll outstanding for this many usual round trips is a stall
+RTT_WEIGHT = 0.2
+# Between failed polls. Short, because while Redis is out the worker serves what it cached, and
+# writes that reached Redis just before it stopped commit the moment it resumes: the next poll
+# must notice within about the staleness bound. A refused connection costs next to nothing.
+RETRY_MIN_S, RETRY_MAX_S = 0.02, 0.1
+
+
+class FeedListener(Protocol):
+    """What the feed tells: entries in order, a start-over, and the end of an outage."""
+
+    async def on_event(self, kind: str, fields: Mapping[str, str]) -> None: ...
+
+    async def on_reset(self, reason: str) -> None: ...
+
+    def on_recovered(self, since: float) -> None:
+        """Redis answers again and still holds what was applied up to ``since`` (monotonic);
+        anything read from Redis after ``since`` may reflect writes Redis has since lost."""
+
+
+class Freshness(Protocol):
+    """What a cache needs to know about the feed it trusts."""
+
+    @property
+    def known_at(self) -> float | None: ...
+
+    @property
+    def reachable(self) -> bool: ...
+
+    def down_for(self) -> float: ...
+
+    def outage(self, now: float) -> bool: ...
+
+    async def wait_fresh(self, timeout: float) -> bool: ...
 
 
 class ChangeFeed:
-    """Reads with ``XREAD BLOCK block_ms``; or, with ``poll_interval``, with non-blocking reads that
-    often. Polling is for bounded staleness: Redis only notices a BLOCK timeout when its event
-    loop wakes (every 1/hz s, 100 ms by default), so an idle blocking read can take far longer
-    than asked, while a poll completes at once."""
-
     def __init__(
         self,
-        redis: Redis,
-        stream: str,
+        scripts: ScriptRegistry,
+        events_key: str,
+        meta_key: str,
         *,
-        block_ms: int = 1000,
-        poll_interval: float | None = None,
-        verify_seconds: float = 30.0,
+        health: RedisHealth,
+        poll_interval: float,
+        timeout_s: float,
+        stall_s: float,
+        on_reset_count: Callable[[str], None] = lambda reason: None,
     ) -> None:
-        self.redis = redis
-        self.stream = stream
-        self.block_ms = block_ms
+        self.scripts = scripts
+        self.keys = [events_key, meta_key]
+        self.health = health
         self.poll_interval = poll_interval
-        self.verify_seconds = verify_seconds
-        self.listeners: list[Listener] = []
-        self.resyncs: list[Resync] = []
-        # Called with the (monotonic) time a read was issued, once its entries are all applied:
-        # every change committed before that time has then been seen.
-        self.progress: list[Callable[[float], None]] = []
-        self.last_id = "$"
+        self.timeout_s = timeout_s
+        self.stall_s = stall_s
+        self.listeners: list[FeedListener] = []
+        self._count_reset = on_reset_count
+        self.instance = ""  # the registry data set this worker learned from
+        self.last_id = ""  # last entry applied; '' until the first poll
+        self._known_at: float | None = None
+        self._poll_issued: float | None = None
+        self._tick = 0.0
+        self._rtt = 0.0  # moving average of successful polls' round trips
+        self._last_rtt = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._ticker: asyncio.TimerHandle | None = None
         # Resolved (True: applied, False: the read failed) by the first read issued after it was
         # created: see wait_fresh.
         self._wanted: asyncio.Future[bool] | None = None
         self._kick = asyncio.Event()
 
-    def subscribe(self, listener: Listener, resync: Resync) -> None:
-        self.listeners.append(listener)
-        self.resyncs.append(resync)
+    # ---- what caches trust ----
+    @property
+    def known_at(self) -> float | None:
+        return self._known_at
 
-    async def resync(self) -> None:
-        for fn in self.resyncs:
-            try:
-                await fn()
-            except Exception:  # a listener's failure must not stop the feed
-                log.exception("change feed resync failed")
+    @property
+    def reachable(self) -> bool:
+        """The last poll succeeded (a stall may still be under way)."""
+        return self.health.reachable
 
-    async def start(self) -> None:
-        info = await self.redis.xinfo_stream(self.stream) if await self.redis.exists(self.stream) else None
-        self.last_id = str(info["last-generated-id"]) if info else "0-0"
-        self._task = asyncio.create_task(self._run(), name="changefeed")
+    def down_for(self) -> float:
+        """How long the polls have been failing (0 while they succeed)."""
+        return self.health.down_for()
 
-    async def stop(self) -> None:
-        if self._task:
-            await cancel_and_wait(self._task)
+    def outage(self, now: float) -> bool:
+        if not self.health.reachable:
+            return True
+        issued = self._poll_issued
+        # A poll is "stalled" past stall_s, or past a few of the recent round trips when Redis is
+        # far away (a slow link is not an outage: lookups then wait for a read instead).
+        limit = max(self.stall_s, STALL_RTTS * max(self._rtt, self._last_rtt))
+        return issued is not None and now - issued > limit and now - self._tick <= TICK_SLACK_S
 
     async def wait_fresh(self, timeout: float) -> bool:
         """Read the stream now (not at the next poll) and wait until everything committed before
-        this call has been applied. False when that read failed or took longer than ``timeout``.
+        this call has been applied. False when that read failed, Redis is out, or it took longer
+        than ``timeout``.
 
         Many callers share one read: this is how a worker whose feed fell behind the staleness
         bound catches up, instead of sending every waiting lookup to Redis on its own."""
@@ -91,43 +150,118 @@ class ChangeFeed:
         done, _ = await asyncio.wait({wanted}, timeout=timeout)
         return bool(done) and wanted.result()
 
+    # ---- life cycle ----
+    def subscribe(self, listener: FeedListener) -> None:
+        self.listeners.append(listener)
+
+    async def start(self) -> None:
+        self._tick = time.monotonic()
+        self._ticker = asyncio.get_running_loop().call_later(TICK_S, self._beat)
+        self._task = asyncio.create_task(self._run(), name="changefeed")
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self._task:
+            await cancel_and_wait(self._task)
+
+    def _beat(self) -> None:
+        self._tick = time.monotonic()
+        self._ticker = asyncio.get_running_loop().call_later(TICK_S, self._beat)
+
+    # ---- the loop ----
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        next_verify = loop.time() + self.verify_seconds
         owed: list[asyncio.Future[bool]] = []  # wait_fresh callers this read (or the next) answers
+        retry = RETRY_MIN_S
         while True:
             raise_if_cancelling()
+            # time.monotonic, not loop.time(): uvloop's loop time is cached per iteration.
+            issued = time.monotonic()
+            if self._wanted is not None:
+                owed.append(self._wanted)
+                self._wanted = None
+            self._poll_issued = issued
             try:
-                if loop.time() >= next_verify:
-                    await self._verify()
-                    next_verify = loop.time() + self.verify_seconds
-                issued = loop.time()
-                if self._wanted is not None:
-                    owed.append(self._wanted)
-                    self._wanted = None
-                block = None if self.poll_interval is not None else self.block_ms
-                reply: Any = await self.redis.xread({self.stream: self.last_id}, count=BATCH, block=block)
-                received = 0
-                for _stream, entries in reply or []:
-                    received += len(entries)
-                    await self._dispatch(entries)
-                if received < BATCH:  # caught up: everything committed before `issued` is applied
-                    for report in self.progress:
-                        report(issued)
-                    _settle(owed, True)
-                    if self.poll_interval is not None:
-                        await self._pause(self.poll_interval)
+                async with asyncio.timeout(self.timeout_s):
+                    reply: Any = await self.scripts.call(
+                        "readChanges", self.keys, [self.instance, uuid.uuid4().hex, self.last_id, BATCH]
+                    )
             except asyncio.CancelledError:
                 _settle(owed, False)
                 raise
-            except RedisError as exc:
+            except (RedisError, OSError, TimeoutError) as exc:
+                self._poll_issued = None
                 _settle(owed, False)
-                log.warning("change feed: %s; retrying", exc)
-                await asyncio.sleep(1.0)
+                self._went_down(exc)
+                await asyncio.sleep(retry)
+                retry = min(retry * 2, RETRY_MAX_S)
+                continue
+            self._poll_issued = None
+            # The last round trip counts at once, so a link that just got slower stops looking
+            # like a stall after one poll; the average keeps one fast poll from undoing that.
+            self._last_rtt = time.monotonic() - issued
+            self._rtt += (self._last_rtt - self._rtt) * RTT_WEIGHT
+            retry = RETRY_MIN_S
+            try:
+                received = await self._apply(reply)
             except Exception:
+                # A listener failed: what it holds may be wrong, so it starts over.
+                log.exception("change feed listener failed; starting over")
                 _settle(owed, False)
-                log.exception("change feed listener failed")
-                await asyncio.sleep(1.0)
+                await self._reset("listener error")
+                continue
+            if received < BATCH:  # caught up: everything committed before `issued` is applied
+                self._known_at = issued
+                _settle(owed, True)
+                await self._pause(self.poll_interval)
+
+    async def _apply(self, reply: list[Any]) -> int:
+        instance, status, last_id, entries = str(reply[0]), int(reply[1]), str(reply[2]), reply[3]
+        self.instance = instance
+        lasted = self.health.mark_up()
+        if lasted is not None:
+            log.warning("Redis answers again after %.1f s", lasted)
+        if status == 1:
+            self.last_id = last_id
+            await self._reset("Redis holds a new data set (restarted empty, flushed or replaced)")
+            return 0
+        if status == 2:
+            gone, self.last_id = self.last_id, last_id
+            await self._reset(f"change-log entry {gone} is gone (trimmed, or lost with Redis data)")
+            return 0
+        if not self.last_id:  # the first poll starts after the newest entry
+            self.last_id = last_id
+        if lasted is not None and self._known_at is not None:
+            for listener in self.listeners:
+                listener.on_recovered(self._known_at)
+        for entry_id, flat in entries:
+            # Marked applied before the listeners run: if one fails, everything starts over and the
+            # feed goes on after this entry instead of failing on it forever.
+            self.last_id = str(entry_id)
+            fields = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+            kind = fields.get("kind", "")
+            for listener in self.listeners:
+                await listener.on_event(kind, fields)
+        return len(entries)
+
+    async def _reset(self, reason: str) -> None:
+        log.warning("change feed: %s; cached routes dropped", reason)
+        self._count_reset("listener" if reason == "listener error" else "data")
+        for listener in self.listeners:
+            try:
+                await listener.on_reset(reason)
+            except Exception:  # one listener's failure must not stop the others or the feed
+                log.exception("change feed reset failed")
+
+    def _went_down(self, exc: BaseException) -> None:
+        reason = _describe(exc, self.timeout_s)
+        if self.health.mark_down(reason):
+            log.warning(
+                "Redis unreachable (%s): cached routes are served, other requests fail fast; "
+                "retrying every %.1f s at most",
+                reason,
+                RETRY_MAX_S,
+            )
 
     async def _pause(self, seconds: float) -> None:
         """Sleep between polls, cut short by wait_fresh."""
@@ -140,31 +274,11 @@ class ChangeFeed:
         finally:
             handle.cancel()
 
-    async def _verify(self) -> None:
-        """Resynchronise if the last entry read is gone: entries after it may never be read (the
-        stream was deleted or trimmed past it, or Redis failed over to a replica without it)."""
-        if self.last_id == "0-0":  # nothing read yet: the next read starts at the beginning
-            return
-        if await self.redis.xrange(self.stream, min=self.last_id, max=self.last_id, count=1):
-            return
-        info = await self.redis.xinfo_stream(self.stream) if await self.redis.exists(self.stream) else None
-        log.warning("change feed: entry %s is gone from %s; resynchronising", self.last_id, self.stream)
-        self.last_id = str(info["last-generated-id"]) if info else "0-0"
-        await self.resync()
 
-    async def _dispatch(self, entries: list[tuple[str, dict[str, str]]]) -> None:
-        if entries and self.last_id != "0-0" and await self._trimmed_past_us():
-            await self.resync()
-        for entry_id, fields in entries:
-            self.last_id = entry_id
-            kind = fields.get("kind", "")
-            for listener in self.listeners:
-                await listener(kind, fields)
-
-    async def _trimmed_past_us(self) -> bool:
-        """True when trimming removed the last entry we saw: entries after it may be lost too."""
-        head: Any = await self.redis.xrange(self.stream, min="-", max="+", count=1)
-        return bool(head) and stream_id(str(head[0][0])) > stream_id(self.last_id)
+def _describe(exc: BaseException, timeout_s: float) -> str:
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return f"no answer within {timeout_s * 1000:.0f} ms"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _settle(waiters: list[asyncio.Future[bool]], applied: bool) -> None:
@@ -172,8 +286,3 @@ def _settle(waiters: list[asyncio.Future[bool]], applied: bool) -> None:
         if not waiter.done():
             waiter.set_result(applied)
     waiters.clear()
-
-
-def stream_id(text: str) -> tuple[int, int]:
-    ms, _, seq = text.partition("-")
-    return int(ms), int(seq or 0)

@@ -9,12 +9,16 @@ namesrv events export --out DIR
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
 from namesrv import logs
-from namesrv.config import ConfigError, Settings, load_settings
+from namesrv.config import ConfigError, Settings, read_settings
 from namesrv.javaprops import format_properties
+from namesrv.security.redact import redact_text
+
+log = logging.getLogger("namesrv.config")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,20 +70,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return events_main(given[1:])
     args = build_parser().parse_args(given)
     try:
-        settings = load_settings(args.config)
+        settings, notices = read_settings(args.config)
     except ConfigError as exc:
-        print(f"namesrv: configuration error: {exc}", file=sys.stderr)
+        print(f"namesrv: configuration error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     if args.print_config:
+        for _, text in notices:
+            print(f"namesrv: {text}", file=sys.stderr)
         print_config(settings)
         return 0
     logs.configure(settings.logLevel, settings.logFormat)
+    for level, text in notices:  # only now: before configure() INFO lines would be dropped
+        log.log(level, "%s", text)
     from namesrv.runner import StartupError, run  # keep `-p` free of the server's imports
 
     try:
         run(settings)
     except StartupError as exc:
-        print(f"namesrv: cannot start: {exc}", file=sys.stderr)
+        print(f"namesrv: cannot start: {redact_text(str(exc))}", file=sys.stderr)
         return 1
     return 0
 

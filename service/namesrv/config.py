@@ -13,17 +13,19 @@ keys only warn, so a Java properties file full of Netty tuning still loads.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import os
 import re
 import textwrap
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from namesrv.javaprops import PropertiesError, parse_properties
+from namesrv.security.redact import redact_value
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,13 @@ class Settings:
         lo=8,
         hi=10000,
     )
+    redisTimeoutMillis: int = _opt(
+        1000,
+        "Longest a request waits on one Redis call (ms); a stalled Redis fails requests within it, "
+        "and an unreachable one at once.",
+        lo=50,
+        hi=60000,
+    )
     namespace: str = _opt(
         "namesrv", "Key namespace; every key is '{<namespace>}:...' so the registry is one Cluster slot."
     )
@@ -135,15 +144,62 @@ class Settings:
     httpMaxBodyBytes: int = _opt(
         16777216, "Largest HTTP request body accepted (bytes); larger ones get 413.", lo=1024, hi=1 << 30
     )
+    # --- resource limits (README "Resource limits") ---
+    kvValueMaxBytes: int = _opt(
+        65536,
+        "Largest KV config value (UTF-8 bytes) PUT_KV_CONFIG accepts; larger is refused.",
+        lo=1,
+        hi=1 << 30,
+        dynamic=True,
+    )
+    eventsMaxBytes: int = _opt(
+        268435456,
+        "Change-log memory budget (bytes): the stream is trimmed when Redis reports it larger.",
+        lo=1 << 20,
+    )
+    frameDeadlineSeconds: float = _opt(
+        10.0, "Seconds a remoting connection has to finish a frame once its first bytes arrived.", lo=0.1
+    )
+    partialFramesMaxBytes: int = _opt(
+        67108864,
+        "Bytes a worker holds in unfinished remoting frames across all connections; the "
+        "connection that would exceed it is closed.",
+        lo=1024,
+    )
+    maxConnections: int = _opt(
+        10000, "Remoting connections per worker; more are closed at once (logged, rate-limited).", lo=1
+    )
+    # --- TLS (README "TLS") ---
+    tlsMode: str = _opt(
+        "disabled",
+        "TLS on the remoting and HTTP ports: disabled, permissive (one port speaks TLS and plain) "
+        "or enforcing (TLS only).",
+        choices=("disabled", "permissive", "enforcing"),
+    )
+    tlsCertFile: str = _opt("", "PEM certificate chain of this server (reloaded when the file changes).")
+    tlsKeyFile: str = _opt("", "PEM private key of tlsCertFile.")
+    tlsClientCaFile: str = _opt("", "PEM CA bundle that client certificates must chain to (mTLS).")
+    tlsClientAuth: str = _opt(
+        "none",
+        "Client certificates: none, optional (checked when sent) or require.",
+        choices=("none", "optional", "require"),
+    )
     routeCacheEnabled: bool = _opt(
         True, "Serve route lookups from a per-worker cache kept current by the change log."
     )
     routeCacheStalenessMillis: int = _opt(
         100,
-        "Longest time (ms) a worker may keep serving a route after a change committed; past it "
-        "(change feed lagging) lookups wait up to 1 s for the feed to catch up, then read Redis.",
+        "Longest time (ms) a worker may keep serving a route after a change committed while Redis "
+        "is reachable; past it (change feed lagging) a lookup waits for the feed to read again.",
         lo=10,
         hi=60000,
+    )
+    routeCacheOutageSeconds: float = _opt(
+        60.0,
+        "While Redis is unreachable or stalled (nothing can change the table), cached routes are "
+        "served for this long after the last read of the change log; then lookups fail.",
+        lo=0,
+        hi=3600,
     )
     routeCacheMaxEntries: int = _opt(
         100000, "Routes a worker caches (least recently used go first).", lo=1, hi=10_000_000
@@ -164,6 +220,22 @@ class Settings:
         "Service). Empty: <this host>:<remotingPort>.",
     )
     dataDir: str = _opt(".data", "Directory for the embedded Redis' append-only file.")
+    adminAllowFrom: str = _opt(
+        "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7",
+        "With aclEnable=false: the only addresses (comma-separated CIDR blocks) admin requests "
+        "(codes 100, 102, 205, 216, 217, 318, 327 and their HTTP writes) are accepted from.",
+    )
+    aclEnable: bool = _opt(
+        False, "Check RocketMQ ACL signatures (AccessKey/Signature) against aclFile on every request."
+    )
+    aclFile: str = _opt(
+        "", "RocketMQ plain_acl.yml (accounts, globalWhiteRemoteAddresses); reloaded on change and SIGHUP."
+    )
+    aclMode: str = _opt(
+        "enforcing",
+        "enforcing refuses what the ACL does not allow; permissive serves it but logs and counts it.",
+        choices=("enforcing", "permissive"),
+    )
     logLevel: str = _opt("INFO", "Log level.", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     logFormat: str = _opt("console", "Log format.", choices=("console", "json"))
 
@@ -173,8 +245,10 @@ class Settings:
         return not self.redisUrl
 
     def as_properties(self) -> dict[str, str]:
-        """Every option as Java-style text (``true``/``false`` for booleans)."""
-        return {f.name: _render(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """Every option as Java-style text (``true``/``false`` for booleans), secrets masked: what
+        GET_NAMESRV_CONFIG, GET /v1/config and ``namesrv -p`` show."""
+        fields = dataclasses.fields(self)
+        return {f.name: redact_value(f.name, _render(getattr(self, f.name))) for f in fields}
 
 
 # Keys of a Java namesrv.properties file that map onto one of ours.
@@ -235,31 +309,29 @@ def _render(value: object) -> str:
     return str(value)
 
 
+def _parse(kind: type, raw: object) -> Any:
+    """``raw`` (text from a file or the environment, or a TOML value) as an option of ``kind``;
+    ValueError/TypeError says why not."""
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+            return raw.strip().lower() in ("true", "1", "yes")
+        raise ValueError("expected true or false")
+    if kind is int or kind is float:
+        if isinstance(raw, bool) or (kind is int and isinstance(raw, float)):
+            raise ValueError("expected an integer" if kind is int else "expected a number")
+        return kind(raw.strip()) if isinstance(raw, str) else kind(str(raw))
+    if not isinstance(raw, str):
+        raise ValueError("expected a string")
+    return raw.strip()
+
+
 def _coerce(key: str, raw: object, source: str) -> Any:
     f = FIELDS[key]
-    kind: type = type(f.default)  # every option has a plain default, never a factory
     meta = f.metadata
     try:
-        value: Any
-        if kind is bool:
-            if isinstance(raw, bool):
-                value = raw
-            elif isinstance(raw, str) and raw.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-                value = raw.strip().lower() in ("true", "1", "yes")
-            else:
-                raise ValueError("expected true or false")
-        elif kind is int:
-            if isinstance(raw, bool | float):
-                raise ValueError("expected an integer")
-            value = int(raw.strip()) if isinstance(raw, str) else int(str(raw))
-        elif kind is float:
-            if isinstance(raw, bool):
-                raise ValueError("expected a number")
-            value = float(raw.strip()) if isinstance(raw, str) else float(str(raw))
-        else:
-            if not isinstance(raw, str):
-                raise ValueError("expected a string")
-            value = raw.strip()
+        value = _parse(type(f.default), raw)  # every option has a plain default, never a factory
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{key}: invalid value {raw!r} from {source}: {exc}") from None
     if meta["lo"] is not None and value < meta["lo"]:
@@ -271,7 +343,17 @@ def _coerce(key: str, raw: object, source: str) -> Any:
     return value
 
 
-def _apply_file_values(values: dict[str, Any], raw: Mapping[str, object], source: str, java: bool) -> None:
+# A message about the configuration, e.g. an ignored key: (logging level, text).
+Notice = tuple[int, str]
+
+# NAMESRV_* variables that are not ours but may well be set where a worker runs: RocketMQ
+# clients read NAMESRV_ADDR, the route-history pipeline reads NAMESRV_SPARK_LOG_LEVEL.
+FOREIGN_ENV: frozenset[str] = frozenset({"NAMESRV_ADDR", "NAMESRV_SPARK_LOG_LEVEL"})
+
+
+def _apply_file_values(
+    values: dict[str, Any], raw: Mapping[str, object], source: str, java: bool, notices: list[Notice]
+) -> None:
     for key, item in raw.items():
         target = JAVA_ALIASES.get(key, key) if java else key
         if target in FIELDS:
@@ -280,9 +362,26 @@ def _apply_file_values(values: dict[str, Any], raw: Mapping[str, object], source
             if _coerce_flag(key, item, source):
                 raise ConfigError(f"{key}: {JAVA_UNSUPPORTED_WHEN_TRUE[key]} (from {source})")
         elif key in JAVA_NOT_APPLICABLE:
-            log.info("config %s: %s is a Java NameServer option with no effect here; ignored", source, key)
+            text = f"{key} is a Java NameServer option with no effect here; ignored"
+            notices.append((logging.INFO, f"config {source}: {text}"))
         else:
-            log.warning("config %s: unknown key %r ignored", source, key)
+            text = f"unknown key {key!r} ignored{_suggest(key, FIELDS)}"
+            notices.append((logging.WARNING, f"config {source}: {text}"))
+
+
+def _suggest(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _unknown_env_notices(env: Mapping[str, str]) -> list[Notice]:
+    """A mistyped NAMESRV_* variable would otherwise be silently ignored."""
+    ours = {env_name(key) for key in FIELDS}
+    return [
+        (logging.WARNING, f"environment {name} is not an option; ignored{_suggest(name, ours)}")
+        for name in sorted(env)
+        if name.startswith("NAMESRV_") and name not in ours and name not in FOREIGN_ENV
+    ]
 
 
 def _coerce_flag(key: str, item: object, source: str) -> bool:
@@ -364,20 +463,34 @@ def render_default_toml() -> str:
 def load_settings(
     config_path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
-    """Build :class:`Settings` from defaults, an optional file and the environment."""
+    """Build :class:`Settings` from defaults, an optional file and the environment, logging
+    what was ignored at once (see :func:`read_settings` to log it later)."""
+    settings, notices = read_settings(config_path, environ)
+    for level, text in notices:
+        log.log(level, "%s", text)
+    return settings
+
+
+def read_settings(
+    config_path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Settings, list[Notice]]:
+    """:func:`load_settings` that returns its notices (ignored keys, unknown variables) instead
+    of logging them: the command line reads settings before logging is configured, and would
+    otherwise drop the INFO ones."""
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
+    notices: list[Notice] = []
     if config_path:
         path = Path(config_path)
         raw, java = read_config_file(path)
-        _apply_file_values(values, raw, str(path), java)
+        _apply_file_values(values, raw, str(path), java, notices)
     if env.get("REDIS_URL"):
         values["redisUrl"] = _coerce("redisUrl", env["REDIS_URL"], "environment REDIS_URL")
     for key in FIELDS:
         name = env_name(key)
         if name in env:
             values[key] = _coerce(key, env[name], f"environment {name}")
-    return Settings(**values)
+    return Settings(**values), notices + _unknown_env_notices(env)
 
 
 def with_overrides(settings: Settings, overrides: Mapping[str, str], source: str) -> Settings:

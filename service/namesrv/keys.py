@@ -1,21 +1,35 @@
-"""Typed keys of the aiohttp application: everything a worker owns hangs off these."""
+"""Typed keys of the aiohttp application: everything a worker owns hangs off these.
+
+A leaf module: the types are imported for the type checker only, so importing the keys pulls in
+nothing of the application.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
-from redis.asyncio import Redis
 
-from namesrv.metrics import Metrics
-from namesrv.registry.service import RegistryService
-from namesrv.remoting.server import RemotingServer
-from namesrv.store.registry_store import RegistryStore
-from namesrv.store.scripts import ScriptRegistry
-from namesrv.worker import WorkerState
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
-WORKER = web.AppKey("worker", WorkerState)
-METRICS = web.AppKey("metrics", Metrics)
-REDIS = web.AppKey("redis", Redis)
-SCRIPTS = web.AppKey("scripts", ScriptRegistry)
-STORE = web.AppKey("store", RegistryStore)
-SERVICE = web.AppKey("service", RegistryService)
-REMOTING = web.AppKey("remoting", RemotingServer)
+    from namesrv.changefeed import ChangeFeed
+    from namesrv.metrics import Metrics
+    from namesrv.registry.service import RegistryService
+    from namesrv.remoting.server import RemotingServer
+    from namesrv.security.policy import Authorizer
+    from namesrv.store.health import RedisHealth
+    from namesrv.store.registry_store import RegistryStore
+    from namesrv.store.scripts import ScriptRegistry
+    from namesrv.worker import WorkerState
+
+WORKER: web.AppKey[WorkerState] = web.AppKey("worker")
+METRICS: web.AppKey[Metrics] = web.AppKey("metrics")
+REDIS: web.AppKey[Redis] = web.AppKey("redis")
+HEALTH: web.AppKey[RedisHealth] = web.AppKey("health")
+SCRIPTS: web.AppKey[ScriptRegistry] = web.AppKey("scripts")
+STORE: web.AppKey[RegistryStore] = web.AppKey("store")
+SERVICE: web.AppKey[RegistryService] = web.AppKey("service")
+FEED: web.AppKey[ChangeFeed] = web.AppKey("feed")
+REMOTING: web.AppKey[RemotingServer] = web.AppKey("remoting")
+AUTHORIZER: web.AppKey[Authorizer] = web.AppKey("authorizer")

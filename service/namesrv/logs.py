@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from namesrv.security.redact import RedactingFormatter
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -25,9 +27,10 @@ class JsonFormatter(logging.Formatter):
 def configure(level: str, fmt: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
-        handler.setFormatter(JsonFormatter())
+        formatter: logging.Formatter = JsonFormatter()
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        formatter = logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    handler.setFormatter(RedactingFormatter(formatter))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -13,6 +13,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from namesrv.registry.route_cache import RouteCache
+from namesrv.store.health import RedisHealth
+from namesrv.worker import WorkerState
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -53,7 +55,10 @@ class Metrics:
             "namesrv_removals", "Brokers removed, by reason (unregister, close)", ["reason"], registry=r
         )
         self.redis_errors = Counter(
-            "namesrv_redis_errors", "Redis calls that failed after retries", registry=r
+            "namesrv_redis_errors",
+            "Redis calls that failed for good: after retries, past redisTimeoutMillis, or refused at once "
+            "while Redis was down",
+            registry=r,
         )
         self.script_latency = Histogram(
             "namesrv_script_seconds",
@@ -63,7 +68,32 @@ class Metrics:
             registry=r,
         )
         self.connections = Gauge("namesrv_remoting_connections", "Open remoting connections", registry=r)
-        self.ready = Gauge("namesrv_ready", "1 when this worker reports ready", registry=r)
+        self.redis_resets = Counter(
+            "namesrv_redis_resets",
+            "Times this worker found Redis holding other data than it had read (restart without "
+            "persistence, FLUSHALL, failover to a lagging replica) and dropped its cached routes",
+            ["reason"],
+            registry=r,
+        )
+        self.limit_refusals = Counter(
+            "namesrv_limit_refusals",
+            "Requests and connections refused by a resource limit, by the option's name",
+            ["limit"],
+            registry=r,
+        )
+        self.partial_frame_bytes = Gauge(
+            "namesrv_remoting_partial_frame_bytes", "Bytes held in unfinished remoting frames", registry=r
+        )
+        self.events_bytes = Gauge(
+            "namesrv_events_stream_bytes",
+            "Memory of the change-log stream as Redis last reported it",
+            registry=r,
+        )
+        self.events_trimmed = Counter(
+            "namesrv_events_trimmed",
+            "Change-log entries trimmed to keep the stream within eventsMaxBytes",
+            registry=r,
+        )
 
     def request_series(self, transport: str, operation: str, outcome: str) -> tuple[Any, LatencySeries]:
         """The request counter and latency series of one label set, looked up once: a
@@ -79,6 +109,9 @@ class Metrics:
 
     def watch_route_cache(self, cache: RouteCache) -> None:
         self.registry.register(_RouteCacheCollector(cache))
+
+    def watch_worker(self, worker: WorkerState, health: RedisHealth) -> None:
+        self.registry.register(_WorkerCollector(worker, health))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -144,11 +177,20 @@ class _RouteCacheCollector(Collector):
         stats = self.cache.stats()
         lookups = CounterMetricFamily(
             "namesrv_route_cache_lookups",
-            "Route lookups by cache outcome (hit, miss, bypass = change feed not fresh, so read from "
-            "Redis; shed = answered SYSTEM_BUSY because too many were reading Redis)",
+            "Route lookups by cache outcome (hit, miss, bypass = change feed could not catch up, so "
+            "read from Redis; shed = answered SYSTEM_BUSY because too many were reading Redis; "
+            "outage = served from the cache while Redis was unreachable; unavailable = not cached "
+            "while Redis was unreachable: failed)",
             labels=["result"],
         )
-        for label, counter in (("hit", "hits"), ("miss", "misses"), ("bypass", "bypasses"), ("shed", "shed")):
+        for label, counter in (
+            ("hit", "hits"),
+            ("miss", "misses"),
+            ("bypass", "bypasses"),
+            ("shed", "shed"),
+            ("outage", "outage"),
+            ("unavailable", "unavailable"),
+        ):
             lookups.add_metric([label], stats[counter])
         yield lookups
         yield CounterMetricFamily(
@@ -157,6 +199,28 @@ class _RouteCacheCollector(Collector):
             value=stats["invalidations"],
         )
         yield GaugeMetricFamily("namesrv_route_cache_entries", "Routes cached", value=stats["entries"])
+
+
+class _WorkerCollector(Collector):
+    """Readiness and the Redis link, read at scrape time from the state the worker acts on."""
+
+    def __init__(self, worker: WorkerState, health: RedisHealth) -> None:
+        self.worker = worker
+        self.health = health
+
+    def collect(self) -> Iterator[Metric]:
+        up = self.health.reachable
+        yield GaugeMetricFamily(
+            "namesrv_ready", "1 when this worker reports ready", value=int(self.worker.ready(up))
+        )
+        yield GaugeMetricFamily(
+            "namesrv_redis_up", "1 while the change feed's polls of Redis succeed", value=int(up)
+        )
+        yield GaugeMetricFamily(
+            "namesrv_redis_down_seconds",
+            "How long Redis has been unreachable (0 while up)",
+            value=self.health.down_for(),
+        )
 
 
 _gc_pauses: LatencyHistogram | None = None

@@ -16,8 +16,11 @@ import signal
 from aiohttp import web
 
 from namesrv.app import CleanupContext, begin_drain, create_app
-from namesrv.config import Settings
+from namesrv.config import ConfigError, Settings
 from namesrv.keys import REMOTING, WORKER
+from namesrv.limits import raise_fd_limit
+from namesrv.remoting.guard import FD_HEADROOM
+from namesrv.tls import TLS, TlsSite
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +32,14 @@ class StartupError(Exception):
 async def serve(
     settings: Settings, *, extra_contexts: tuple[CleanupContext, ...] = (), stop: asyncio.Event | None = None
 ) -> None:
-    app = create_app(settings, extra_contexts=extra_contexts)
+    # Descriptors for maxConnections plus Redis connections, the HTTP port and files.
+    raise_fd_limit(settings.maxConnections + settings.redisMaxConnections + FD_HEADROOM)
+    try:
+        app = create_app(settings, extra_contexts=extra_contexts)
+    except ConfigError as exc:
+        raise StartupError(str(exc)) from exc
+    stop = stop or asyncio.Event()
+    app[WORKER].on_fatal = stop.set
     runner = web.AppRunner(
         app, handle_signals=False, access_log=None, shutdown_timeout=settings.shutdownTimeoutSeconds
     )
@@ -38,17 +48,16 @@ async def serve(
     except Exception as exc:
         await runner.cleanup()
         raise StartupError(f"{type(exc).__name__}: {exc}") from exc
-    stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        site = web.TCPSite(
+        site = TlsSite(
             runner,
             settings.listenHost,
             settings.httpPort,
-            reuse_address=True,
-            shutdown_timeout=settings.shutdownTimeoutSeconds,
+            tls=app.get(TLS),
+            max_pending=settings.maxConnections,
         )
         try:
             await site.start()
@@ -68,19 +77,26 @@ async def serve(
             settings.listenHost,
             settings.httpPort,
         )
-        # Java's boot line, which operators' scripts look for.
-        print(
-            f"The Name Server boot success. serializeType=JSON, address {settings.listenHost}:{remoting}",
-            flush=True,
-        )
+        announcing = asyncio.create_task(announce_when_ready(app, f"{settings.listenHost}:{remoting}"))
         await stop.wait()
-        log.info("shutdown requested: draining (readiness is now false)")
+        announcing.cancel()
+        if app[WORKER].fatal is None:
+            log.info("shutdown requested: draining (readiness is now false)")
         begin_drain(app)
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await runner.cleanup()
         log.info("worker stopped")
+    if app[WORKER].fatal is not None:
+        raise StartupError(app[WORKER].fatal)
+
+
+async def announce_when_ready(app: web.Application, address: str) -> None:
+    """Java's boot line, which operators' scripts look for, once the worker can serve (its Redis
+    link is up): a worker that stops because Redis refused it never claims to have booted."""
+    await app[WORKER].linked.wait()
+    print(f"The Name Server boot success. serializeType=JSON, address {address}", flush=True)
 
 
 def run(settings: Settings, *, extra_contexts: tuple[CleanupContext, ...] = ()) -> None:

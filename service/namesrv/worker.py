@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from namesrv.config import ConfigError, Settings, with_overrides
@@ -27,7 +28,10 @@ class WorkerState:
     settings: Settings = field(init=False)
     redis_url: str = ""
     scripts_loaded: bool = False
+    linked: asyncio.Event = field(default_factory=asyncio.Event)  # set once the Redis link came up
     draining: bool = False
+    fatal: str | None = None  # why the worker must stop (Redis refused it for good)
+    on_fatal: Callable[[], None] = lambda: None  # set by the runner: stop the process
 
     def __post_init__(self) -> None:
         self.settings = self.base
@@ -43,8 +47,18 @@ class WorkerState:
             log.info("effective settings changed by fleet config: %s", dict(overrides))
         self.settings = updated
 
+    def fail(self, reason: str) -> None:
+        """An error waiting cannot fix: stop the worker; the runner reports ``reason`` in one line
+        and exits non-zero."""
+        if self.fatal is None:
+            self.fatal = reason
+            self.on_fatal()
+
     def current(self) -> Settings:
         return self.settings
+
+    def ready(self, redis_reachable: bool) -> bool:
+        return self.scripts_loaded and redis_reachable and not self.draining and self.fatal is None
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_at

@@ -25,7 +25,9 @@ REDIS_URL = "redis://redis-master.redis.svc.cluster.local:6379/0"
 BASE: dict[str, Any] = {"redis": {"url": REDIS_URL}}
 OLDEST_KUBE = "1.29.0"
 # Custom resources kubernetes-validate has no schema for; the tests check them field by field.
-CUSTOM_KINDS = frozenset({("monitoring.coreos.com/v1", "ServiceMonitor")})
+CUSTOM_KINDS = frozenset(
+    {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
+)
 
 # kubernetes-validate ships no type information: bind its API to typed names once, here.
 _kv: Any = importlib.import_module("kubernetes_validate")

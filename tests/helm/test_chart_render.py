@@ -6,10 +6,12 @@ import hashlib
 import math
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from namesrv.config import load_settings
 from tests.helm.chart import (
     BASE,
     FULLNAME,
@@ -42,8 +44,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "dev-redis": {"redis": {"url": "", "dev": {"enabled": True}}},
     "hpa": {"autoscaling": {"enabled": True}},
+    "acl": {"acl": {"existingSecret": "namesrv-acl"}, "config": {"aclMode": "permissive"}},
     "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
     "cronjob": {"eventsExport": {"enabled": True, "existingClaim": "namesrv-events"}},
+    "ops-kit": {"grafanaDashboard": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "network-policy": {
         "networkPolicy": {
             "enabled": True,
@@ -51,9 +55,20 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "remoting": {"allowExternal": False, "from": [BROKERS_NS]},
         }
     },
+    "tls-permissive": {"config": {"tlsMode": "permissive"}, "tls": {"existingSecret": "namesrv-tls"}},
+    "tls-enforcing-mtls": {
+        "config": {"tlsMode": "enforcing", "tlsClientAuth": "require"},
+        "tls": {"existingSecret": "namesrv-tls"},
+        "serviceMonitor": {
+            "enabled": True,
+            "tlsConfig": {"ca": {"secret": {"name": "namesrv-tls", "key": "ca.crt"}}},
+        },
+    },
     "everything": {
         "autoscaling": {"enabled": True, "targetMemoryUtilizationPercentage": 80},
         "serviceMonitor": {"enabled": True, "namespace": "monitoring"},
+        "grafanaDashboard": {"enabled": True, "namespace": "monitoring", "folder": "RocketMQ"},
+        "prometheusRule": {"enabled": True, "namespace": "monitoring", "alertLabels": {"team": "mq"}},
         "eventsExport": {"enabled": True, "out": "s3://bucket/namesrv", "format": "jsonl", "timeZone": "UTC"},
         "networkPolicy": {"enabled": True},
         "pdb": {"maxUnavailable": None, "minAvailable": 2},
@@ -688,3 +703,55 @@ def test_schema_rejects_bad_values(values: dict[str, Any], complaint: str) -> No
     message = render_error(values)
     assert "values don't meet the specifications of the schema" in message
     assert complaint in message
+
+
+# ---- TLS ----
+
+
+def test_tls_secret_is_mounted_as_a_directory_and_named_in_the_config(tmp_path: Path) -> None:
+    rendered = variant("tls-enforcing-mtls")
+    mounts = {m["name"]: m for m in rendered.container["volumeMounts"]}
+    # a directory mount (no subPath): a renewed Secret reaches the running pod, which reloads it
+    assert mounts["tls"] == {"name": "tls", "mountPath": "/etc/namesrv-tls", "readOnly": True}
+    volumes = {v["name"]: v for v in rendered.deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"] == {"name": "tls", "secret": {"secretName": "namesrv-tls", "defaultMode": 0o440}}
+    config = tomllib.loads(rendered.config_toml)
+    assert (config["tlsMode"], config["tlsClientAuth"]) == ("enforcing", "require")
+    assert (config["tlsCertFile"], config["tlsKeyFile"], config["tlsClientCaFile"]) == (
+        "/etc/namesrv-tls/tls.crt",
+        "/etc/namesrv-tls/tls.key",
+        "/etc/namesrv-tls/ca.crt",
+    )
+    path = tmp_path / "namesrv.toml"
+    path.write_text(rendered.config_toml, encoding="utf-8")
+    assert load_settings(path, environ={}).tlsCertFile == "/etc/namesrv-tls/tls.crt"
+
+
+def test_tls_without_client_auth_names_no_ca() -> None:
+    config = tomllib.loads(variant("tls-permissive").config_toml)
+    assert (config["tlsCertFile"], config["tlsClientCaFile"]) == ("/etc/namesrv-tls/tls.crt", "")
+    assert "tls" not in {m["name"] for m in render().container["volumeMounts"]}
+
+
+def test_enforcing_tls_probes_and_scrapes_over_https() -> None:
+    rendered = variant("tls-enforcing-mtls")
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert rendered.container[probe]["httpGet"]["scheme"] == "HTTPS"
+    (endpoint,) = rendered.one("ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {"ca": {"secret": {"name": "namesrv-tls", "key": "ca.crt"}}}
+    script = rendered.one("Pod", f"{FULLNAME}-test-connection")["spec"]["containers"][0]["args"][0]
+    compile(script, "test-connection", "exec")
+    assert f'base = "https://{FULLNAME}:8080"' in script
+    # permissive keeps plain probes: plain HTTP is still served
+    assert "scheme" not in variant("tls-permissive").container["livenessProbe"]["httpGet"]
+
+
+def test_tls_mode_without_a_certificate_fails() -> None:
+    message = render_error({"config": {"tlsMode": "enforcing"}})
+    assert "namesrv: config.tlsMode=enforcing needs a certificate: set tls.existingSecret" in message
+
+
+def test_tls_secret_without_tls_mode_fails() -> None:
+    message = render_error({"tls": {"existingSecret": "namesrv-tls"}})
+    assert "tls.existingSecret is set but config.tlsMode is disabled" in message

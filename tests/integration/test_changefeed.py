@@ -1,5 +1,5 @@
-"""The change feed on a real Redis stream: catching up on demand, and resynchronising only when
-entries may have been lost."""
+"""The change feed on a real Redis: catching up on demand, starting over when Redis lost or
+replaced its data, and telling up from down."""
 
 from __future__ import annotations
 
@@ -10,23 +10,30 @@ import pytest
 from redis.asyncio import Redis
 
 from namesrv.changefeed import ChangeFeed
+from namesrv.store.health import RedisHealth
+from namesrv.store.keyspace import Keyspace
+from namesrv.store.scripts import ScriptRegistry
 
 
 class Recorder:
     def __init__(self) -> None:
         self.kinds: list[str] = []
-        self.resyncs = 0
+        self.resets: list[str] = []
+        self.recovered: list[float] = []
 
-    async def on_change(self, kind: str, fields: Mapping[str, str]) -> None:
+    async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
         self.kinds.append(kind)
 
-    async def resync(self) -> None:
-        self.resyncs += 1
+    async def on_reset(self, reason: str) -> None:
+        self.resets.append(reason)
+
+    def on_recovered(self, since: float) -> None:
+        self.recovered.append(since)
 
 
 @pytest.fixture
-def stream(namespace: str) -> str:
-    return "{" + namespace + "}:events"
+def keys(namespace: str) -> Keyspace:
+    return Keyspace(namespace)
 
 
 @pytest.fixture
@@ -34,74 +41,107 @@ def recorder() -> Recorder:
     return Recorder()
 
 
-async def start_feed(
-    redis: Redis, stream: str, recorder: Recorder, *, poll_interval: float, verify_seconds: float = 30.0
-) -> ChangeFeed:
-    feed = ChangeFeed(redis, stream, poll_interval=poll_interval, verify_seconds=verify_seconds)
-    feed.subscribe(recorder.on_change, recorder.resync)
+async def start_feed(redis: Redis, keys: Keyspace, recorder: Recorder, *, poll_interval: float) -> ChangeFeed:
+    feed = ChangeFeed(
+        ScriptRegistry(redis),
+        keys.events,
+        keys.meta,
+        health=RedisHealth(),
+        poll_interval=poll_interval,
+        timeout_s=1.0,
+        stall_s=0.05,
+    )
+    feed.subscribe(recorder)
     await feed.start()
+    for _ in range(100):  # the first poll
+        if feed.known_at is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert feed.known_at is not None and feed.health.reachable
     return feed
 
 
 @pytest.fixture
-async def slow_poll_feed(redis: Redis, stream: str, recorder: Recorder) -> AsyncIterator[ChangeFeed]:
+async def slow_poll_feed(redis: Redis, keys: Keyspace, recorder: Recorder) -> AsyncIterator[ChangeFeed]:
     """Polls once a minute: anything read sooner was read because someone asked."""
-    await redis.xadd(stream, {"kind": "before"})
-    feed = await start_feed(redis, stream, recorder, poll_interval=60.0)
-    await asyncio.sleep(0.05)  # the first poll
+    await redis.xadd(keys.events, {"kind": "before"})
+    feed = await start_feed(redis, keys, recorder, poll_interval=60.0)
     yield feed
     await feed.stop()
 
 
 async def test_wait_fresh_reads_at_once_what_was_committed_before_it(
-    redis: Redis, stream: str, recorder: Recorder, slow_poll_feed: ChangeFeed
+    redis: Redis, keys: Keyspace, recorder: Recorder, slow_poll_feed: ChangeFeed
 ) -> None:
-    await redis.xadd(stream, {"kind": "register"})
-    await redis.xadd(stream, {"kind": "expire"})
+    await redis.xadd(keys.events, {"kind": "register"})
+    await redis.xadd(keys.events, {"kind": "expire"})
     results = await asyncio.gather(*(slow_poll_feed.wait_fresh(5.0) for _ in range(10)))
     assert results == [True] * 10
-    assert recorder.kinds == ["register", "expire"]
+    assert recorder.kinds == ["register", "expire"]  # "before" was there when the feed started
 
 
 async def test_wait_fresh_is_false_when_the_feed_is_stopped(
-    redis: Redis, stream: str, recorder: Recorder
+    redis: Redis, keys: Keyspace, recorder: Recorder
 ) -> None:
-    feed = await start_feed(redis, stream, recorder, poll_interval=60.0)
+    feed = await start_feed(redis, keys, recorder, poll_interval=60.0)
     await feed.stop()
     assert await feed.wait_fresh(1.0) is False
 
 
-async def test_a_feed_that_kept_up_never_resynchronises(
-    redis: Redis, stream: str, recorder: Recorder
+async def test_a_feed_that_kept_up_never_starts_over(
+    redis: Redis, keys: Keyspace, recorder: Recorder
 ) -> None:
-    await redis.xadd(stream, {"kind": "register"})
-    feed = await start_feed(redis, stream, recorder, poll_interval=0.01, verify_seconds=0.05)
+    await redis.xadd(keys.events, {"kind": "register"})
+    feed = await start_feed(redis, keys, recorder, poll_interval=0.01)
     try:
         for _ in range(5):
-            await redis.xadd(stream, {"kind": "heartbeat"})
-            await asyncio.sleep(0.06)
-        assert recorder.resyncs == 0
+            await redis.xadd(keys.events, {"kind": "heartbeat"})
+            await asyncio.sleep(0.03)
+        assert await feed.wait_fresh(5.0)
+        assert recorder.resets == []
         assert recorder.kinds == ["heartbeat"] * 5
     finally:
         await feed.stop()
 
 
-async def test_a_lost_stream_is_noticed_and_resynchronised_once(
-    redis: Redis, stream: str, recorder: Recorder
+@pytest.mark.parametrize("how", ["flushed", "stream lost", "meta lost"])
+async def test_lost_data_is_noticed_at_the_next_poll_and_starts_over_once(
+    redis: Redis, keys: Keyspace, recorder: Recorder, how: str
 ) -> None:
-    await redis.xadd(stream, {"kind": "register"})
-    feed = await start_feed(redis, stream, recorder, poll_interval=0.01, verify_seconds=0.05)
+    await redis.xadd(keys.events, {"kind": "register"})
+    feed = await start_feed(redis, keys, recorder, poll_interval=0.01)
     try:
-        await redis.xadd(stream, {"kind": "heartbeat"})
+        await redis.xadd(keys.events, {"kind": "heartbeat"})
         assert await feed.wait_fresh(5.0)
-        # As after FLUSHALL, or a failover to a replica that never got the entries read here.
-        await redis.delete(stream)
-        await asyncio.sleep(0.2)
-        assert recorder.resyncs == 1
-        await redis.xadd(stream, {"kind": "unregister"})
+        instance = feed.instance
+        if how == "flushed":  # as after a restart without persistence, or FLUSHALL
+            await redis.delete(keys.events, keys.meta)
+        elif how == "stream lost":  # as after a failover to a replica that never got these entries
+            await redis.delete(keys.events)
+        else:
+            await redis.delete(keys.meta)
         assert await feed.wait_fresh(5.0)
-        await asyncio.sleep(0.2)
-        assert recorder.resyncs == 1
+        assert len(recorder.resets) == 1
+        await redis.xadd(keys.events, {"kind": "unregister"})
+        assert await feed.wait_fresh(5.0)
+        await asyncio.sleep(0.05)
+        assert len(recorder.resets) == 1
         assert recorder.kinds == ["heartbeat", "unregister"]
+        assert (feed.instance != instance) == (how != "stream lost")
     finally:
         await feed.stop()
+
+
+async def test_two_feeds_on_a_new_data_set_agree_on_its_identity(redis: Redis, keys: Keyspace) -> None:
+    one, two = Recorder(), Recorder()
+    a = await start_feed(redis, keys, one, poll_interval=0.01)
+    b = await start_feed(redis, keys, two, poll_interval=0.01)
+    try:
+        assert a.instance == b.instance != ""
+        await redis.delete(keys.meta, keys.events)
+        assert await a.wait_fresh(5.0) and await b.wait_fresh(5.0)
+        assert a.instance == b.instance
+        assert len(one.resets) == 1 and len(two.resets) == 1
+    finally:
+        await a.stop()
+        await b.stop()

@@ -187,8 +187,66 @@ CASES: list[tuple[str, str, str, bytes | None, int, str]] = [
         403,
         "remote config update is disabled",
     ),
-    ("unknown path", "GET", "/v1/nope", None, 404, "Not Found"),
-    ("wrong method", "DELETE", "/v1/cluster", None, 405, "Method Not Allowed"),
+    # ---- resource limits: the same ranges as remoting ----
+    (
+        "perm 999",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(perm=999)),
+        400,
+        "perm = 999 is out of range [0, 15]",
+    ),
+    (
+        "a million queues",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(readQueueNums=1_000_000)),
+        400,
+        "readQueueNums = 1000000 is out of range [0, 65535]",
+    ),
+    (
+        "topic perm 999",
+        "PUT",
+        "/v1/topics/T1",
+        b'{"queueDatas": [{"brokerName": "broker-a", "perm": 999, "readQueueNums": 8, "writeQueueNums": 8}]}',
+        400,
+        "body.queueDatas[0].perm = 999 is out of range [0, 15]",
+    ),
+    (
+        "topic write queues",
+        "PUT",
+        "/v1/topics/T1",
+        b'{"queueDatas": [{"brokerName": "broker-a", "perm": 6, "writeQueueNums": 65536}]}',
+        400,
+        "writeQueueNums = 65536 is out of range [0, 65535]",
+    ),
+    (
+        "new topic too long",
+        "PUT",
+        "/v1/topics/" + "T" * 128,
+        b'{"queueDatas": [{"brokerName": "broker-a"}]}',
+        400,
+        "The specified topic is longer than topic max length (128 > 127).",
+    ),
+    (
+        "new topic characters",
+        "PUT",
+        "/v1/topics/a.b",
+        b'{"queueDatas": [{"brokerName": "broker-a"}]}',
+        400,
+        "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+    ),
+    (
+        "kv value too large",
+        "PUT",
+        "/v1/kv/NS/key",
+        orjson.dumps({"value": "v" * 65537}),
+        413,
+        "KV value is 65537 bytes; the maximum is 65536 (kvValueMaxBytes)",
+    ),
+    ("unknown path", "GET", "/v1/nope", None, 404, "GET /v1/nope: not found"),
+    ("wrong method", "DELETE", "/v1/cluster", None, 405, "DELETE /v1/cluster: method not allowed"),
+    ("100 KB URL", "GET", "/v1/routes/" + "t" * 100_000, None, 414, "request URL is 100011 bytes long"),
 ]
 
 
@@ -217,6 +275,27 @@ async def test_bad_input_is_rejected_without_touching_redis(
     assert (await client.get("/v1/routes/TopicTest")).status == 200
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status", "answer"),
+    [
+        ("GET", "/v1/nope", 404, {"code": 3, "remark": "GET /v1/nope: not found"}),
+        ("POST", "/v1/cluster", 405, {"code": 3, "remark": "POST /v1/cluster: method not allowed"}),
+        (
+            "GET",
+            "/v1/routes/" + "t" * 100_000 + "?zone=z",
+            414,
+            {"code": 29, "remark": "request URL is 100018 bytes long; the maximum is 65536"},
+        ),
+    ],
+)
+async def test_unknown_paths_and_long_urls_get_json_errors(
+    client: Client, method: str, path: str, status: int, answer: dict[str, object]
+) -> None:
+    """REQUEST_CODE_NOT_SUPPORTED (3) is what Java answers a code it does not serve."""
+    resp = await client.request(method, path)
+    assert (resp.status, resp.content_type, await resp.json()) == (status, "application/json", answer)
+
+
 async def test_twenty_megabyte_body_is_refused(client: Client, redis_url: str, namespace: str) -> None:
     before = await snapshot(redis_url, namespace)
     resp = await client.post(
@@ -228,3 +307,13 @@ async def test_twenty_megabyte_body_is_refused(client: Client, redis_url: str, n
     assert (await resp.json()) == {"code": 29, "remark": "request body is larger than 16777216 bytes"}
     assert await snapshot(redis_url, namespace) == before
     assert (await client.get("/readyz")).status == 200
+
+
+async def test_long_names_are_not_echoed_whole(client: Client) -> None:
+    resp = await client.get(f"/v1/routes/{LONG}")
+    payload = await resp.json()
+    assert resp.status == 400
+    assert payload["remark"] == "topic is 10000 characters long; the maximum is 255"
+    resp = await client.put(f"/v1/kv/NS/{'k' * 300}", json={"value": "v"})
+    assert resp.status == 400
+    assert (await resp.json())["remark"] == "key is 300 characters long; the maximum is 255"

@@ -187,3 +187,79 @@ def _process_state(pid: int) -> str | None:
     except FileNotFoundError:
         return None
     return stat.rsplit(")", 1)[1].split()[0]
+
+
+async def redis_server(port: int, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        "redis-server",
+        *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", *args),
+        stdout=subprocess.DEVNULL,
+        preexec_fn=die_with_parent(),
+    )
+
+
+async def test_a_worker_without_redis_listens_at_once_and_becomes_ready_when_redis_comes(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """Listeners first: a liveness probe must not kill a pod that only waits for Redis."""
+    port = free_port()
+    worker = Worker({"NAMESRV_REDIS_URL": f"redis://127.0.0.1:{port}/0"}, tmp_path)
+    await worker.start(wait_ready=False)
+    redis_proc: asyncio.subprocess.Process | None = None
+    try:
+        for _ in range(100):
+            try:
+                async with session.get(f"{worker.url}/livez") as resp:
+                    if resp.status == 200:
+                        break
+            except aiohttp.ClientError:
+                await asyncio.sleep(0.05)
+        async with session.get(f"{worker.url}/livez") as resp:
+            assert resp.status == 200
+        async with session.get(f"{worker.url}/readyz") as resp:
+            body = await resp.json()
+            assert resp.status == 503
+            assert body["problems"][0].startswith("redis unreachable for ")
+        async with await RemotingClient.connect(f"127.0.0.1:{worker.remoting}") as client:
+            reply = await client.invoke(105, {"topic": "TopicTest"})
+            assert reply.code == 1 and (reply.remark or "").startswith("route unavailable: Redis unreachable")
+        redis_proc = await redis_server(port)
+        await worker.wait_ready()
+        resp = await session.post(f"{worker.url}/v1/brokers/register", json=register_json())
+        assert resp.status == 200
+    finally:
+        code, output = await worker.stop()
+        if redis_proc is not None:
+            redis_proc.terminate()
+            await redis_proc.wait()
+    assert code == 0, output
+    # One line per state change while waiting, not one per retry.
+    assert output.count("waiting for Redis at") == 1, output
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("redis://:wrong-password@127.0.0.1:{port}/0", "AuthenticationError"),
+        ("mongodb://127.0.0.1:{port}/0", "ValueError"),
+    ],
+)
+async def test_a_redis_that_can_never_work_stops_the_worker_with_one_line(
+    tmp_path: Path, url: str, expected: str
+) -> None:
+    port = free_port()
+    redis_proc = await redis_server(port, "--requirepass", "s3cret")
+    try:
+        worker = Worker({"NAMESRV_REDIS_URL": url.format(port=port)}, tmp_path)
+        await worker.start(wait_ready=False)
+        assert worker.proc is not None
+        code = await asyncio.wait_for(worker.proc.wait(), 20)
+        output = await worker.output()
+    finally:
+        redis_proc.terminate()
+        await redis_proc.wait()
+    assert code != 0
+    errors = [line for line in output.splitlines() if line.startswith("namesrv: cannot start")]
+    assert len(errors) == 1 and expected in errors[0], output
+    assert "wrong-password" not in output and "Traceback" not in output

@@ -156,8 +156,8 @@ async def wait_until(check: Any, timeout: float = 3.0) -> None:
     raise AssertionError("condition not met in time")
 
 
-async def replay(scenario: Scenario, step: Step) -> None:
-    worker = scenario.app.app[WORKER]
+async def set_the_scene(scenario: Scenario, step: Step) -> None:
+    """What happened in the Java run between the recorded requests of a step."""
     title = step.title
     if title == "GET_BROKER_CLUSTER_INFO after slave channel destroyed":
         await scenario.conns.pop("slave").aclose()
@@ -180,8 +180,14 @@ async def replay(scenario: Scenario, step: Step) -> None:
             },
         )
     if "orderMessageEnable=true" in title:
+        worker = scenario.app.app[WORKER]
         worker.settings = dataclasses.replace(worker.settings, orderMessageEnable=True)
 
+
+async def replay(scenario: Scenario, step: Step) -> None:
+    worker = scenario.app.app[WORKER]
+    title = step.title
+    await set_the_scene(scenario, step)
     header = orjson.loads(step.request)
     ext = dict(header.get("extFields") or {})
     body = rebuilt_body(step)

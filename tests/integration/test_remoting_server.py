@@ -17,7 +17,8 @@ from namesrv.app import begin_drain
 from namesrv.config import Settings
 from namesrv.keys import REMOTING, SERVICE
 from namesrv.protocol.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, encode
-from namesrv.sim.broker import SimBroker, topic_configs
+from namesrv.registry.route_cache import STALE, RouteCache
+from namesrv.sim.broker import RegistrationFailed, SimBroker, topic_configs
 from namesrv.sim.cli import main as sim_main
 from namesrv.sim.client import RemotingClient, RemotingClientError
 from namesrv.store.keyspace import Keyspace
@@ -372,8 +373,8 @@ async def test_a_cache_hit_is_byte_for_byte_a_redis_answer(
         await broker(brokers).register()
         request = RemotingCommand(105, opaque=-7, version=version, ext_fields={"topic": "TopicTest", **ext})
         expected = await _raw_reply(direct_addr, request)
-        cache = cached.app[SERVICE].cache
-        assert cache is not None and b'"code":0' in expected
+        cache = cached.app[SERVICE].lookups
+        assert isinstance(cache, RouteCache) and b'"code":0' in expected
         hits = cache.hits
         for _ in range(40):
             assert await _raw_reply(cached_addr, request) == expected
@@ -385,3 +386,44 @@ async def test_a_cache_hit_is_byte_for_byte_a_redis_answer(
         await brokers.aclose()
         await close_client(cached)
         await close_client(direct)
+
+
+async def test_registrations_over_remoting_are_counted(node: tuple[Any, str]) -> None:
+    """Outcomes are counted in the use-case layer, once for both transports (not only for HTTP)."""
+    app, addr = node
+    async with await RemotingClient.connect(addr) as c:
+        await broker(c).register()
+        await broker(c).register()
+        one_topic = SimBroker(
+            c, "DefaultCluster", "broker-z", "127.0.0.1:20911", topics=topic_configs(["Only"])
+        )
+        with pytest.raises(RegistrationFailed):  # R7: a first registration with exactly one topic
+            await one_topic.register()
+        text = await (await app.get("/metrics")).text()
+    assert 'namesrv_registrations_total{result="ok"} 2.0' in text
+    assert 'namesrv_registrations_total{result="refused"} 1.0' in text
+
+
+async def test_lookups_that_arrive_stale_wait_for_one_catch_up_and_read_nothing_else(
+    node: tuple[Any, str],
+) -> None:
+    """After this worker's own write its knowledge is stale until the feed reads past it: lookups
+    then queue (no task each) for one shared catch-up read, and are answered from memory."""
+    app, addr = node
+    cache = app.app[SERVICE].lookups
+    assert isinstance(cache, RouteCache)
+    async with await RemotingClient.connect(addr) as c:
+        await broker(c).register()
+        for _ in range(40):  # cached and fresh
+            if cache.peek("TopicTest") not in (None, STALE):
+                break
+            await c.invoke(105, {"topic": "TopicTest"})
+            await asyncio.sleep(0.05)
+        before = cache.stats()
+        cache.note_local_write()  # as right after a registration through this worker
+        commands = [c.request(105, {"topic": "TopicTest"}) for _ in range(300)]
+        replies = await asyncio.gather(*(c.send(cmd) for cmd in commands))
+    assert [r.code for r in replies] == [0] * 300
+    after = cache.stats()
+    assert after["bypasses"] == before["bypasses"] and after["misses"] == before["misses"]
+    assert after["hits"] - before["hits"] == 300

@@ -18,6 +18,8 @@ from redis.asyncio import Redis
 from namesrv.config import Settings
 from namesrv.domain.model import TopicRouteData
 from namesrv.keys import SERVICE
+from namesrv.registry.route_cache import RouteCache
+from namesrv.registry.route_reader import RouteReader
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
 from tests.builders import register
@@ -74,7 +76,8 @@ async def run_scenario(
     stop = asyncio.Event()
 
     async def snapshot() -> dict[str, View]:
-        return {t: view((await a.read_route(t)).route) for t in TOPICS}
+        reader = RouteReader(a.store, a.settings)
+        return {t: view((await reader.read(t)).route) for t in TOPICS}
 
     async def write(op: Callable[[], Awaitable[Any]]) -> None:
         start = time.monotonic()
@@ -168,8 +171,8 @@ async def test_cached_lookups_are_never_older_than_the_bound(
         a, b = app_a.app[SERVICE], app_b.app[SERVICE]
         await run_scenario(seed, a, b, redis, namespace)
         for service in (a, b):
-            assert service.cache is not None
-            stats = service.cache.stats()
+            assert isinstance(service.lookups, RouteCache)
+            stats = service.lookups.stats()
             assert stats["hits"] > 0 and stats["invalidations"] > 0
     finally:
         await close_client(app_a)
@@ -178,23 +181,24 @@ async def test_cached_lookups_are_never_older_than_the_bound(
 
 async def test_a_hit_makes_no_redis_call(client: Any) -> None:
     service: RegistryService = client.app[SERVICE]
-    assert service.cache is not None
+    cache = service.lookups
+    assert isinstance(cache, RouteCache)
     await service.register_broker(register())
     await asyncio.sleep(0.3)  # let the change feed apply the registration's own events
     count = 'namesrv_script_seconds_count{script="getRouteInfo"}'
-    stats_before = service.cache.stats()
+    stats_before = cache.stats()
     reads_before = _value(await (await client.get("/metrics")).text(), count)
     for _ in range(20):
         assert (await client.get("/v1/routes/TopicTest")).status == 200
     text = await (await client.get("/metrics")).text()
-    stats = {k: v - stats_before[k] for k, v in service.cache.stats().items()}
+    stats = {k: v - stats_before[k] for k, v in cache.stats().items()}
     # A busy machine can delay the change feed past the bound: those lookups bypass to Redis.
     assert stats["hits"] + stats["misses"] + stats["bypasses"] == 20
     assert _value(text, count) - reads_before == stats["misses"] + stats["bypasses"]
     assert stats["hits"] >= 1
     prefix = "namesrv_route_cache_lookups_total{"
     labels = {line.split('"')[1] for line in text.splitlines() if line.startswith(prefix)}
-    assert labels == {"hit", "miss", "bypass", "shed"}
+    assert labels == {"hit", "miss", "bypass", "shed", "outage", "unavailable"}
 
 
 def _value(text: str, name: str) -> float:

@@ -1,5 +1,6 @@
 """Run by the interop test in its own process (the C++ library logs and may abort): look up the
-route of a topic from the NameServer and send one message with rocketmq 0.4.4 (librocketmq)."""
+route of a topic from the NameServer and send one message with rocketmq 0.4.4 (librocketmq).
+With an access key and secret key as third and fourth arguments, it signs every request (ACL)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import sys
 from rocketmq.client import Message, Producer
 
 
-def main(namesrv: str, topic: str) -> int:
+def main(namesrv: str, topic: str, access_key: str = "", secret_key: str = "") -> int:
     producer = Producer("PG_INTEROP_CPP")
     producer.set_namesrv_addr(namesrv)
+    if access_key:  # sign every request, as RocketMQ's ACL clients do
+        producer.set_session_credentials(access_key, secret_key, "ALIYUN")
     producer.start()
     try:
         message = Message(topic)
@@ -26,4 +29,4 @@ def main(namesrv: str, topic: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:5]))

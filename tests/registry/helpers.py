@@ -22,6 +22,17 @@ CLUSTER = "DefaultCluster"
 MASTER = "127.0.0.1:10911"
 SLAVE = "127.0.0.1:10921"
 SLAVE2 = "127.0.0.1:10931"
+B = "127.0.0.2:10911"  # another broker's master
+C = "127.0.0.3:10911"  # and a third one's
+
+# A static topic's TopicQueueMappingInfo as broker-a sends it for TopicTest.
+MAPPING: dict[str, Any] = {
+    "bname": "broker-a",
+    "currIdMap": {"0": 0},
+    "epoch": 1,
+    "scope": "__global__",
+    "topic": "TopicTest",
+}
 
 
 def bd(

@@ -3,13 +3,14 @@ REGISTER_BROKER returns (§2.2 code 103)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
-from namesrv.domain.errors import BadRequest
+from namesrv.domain.errors import BadRequest, TooLarge
 from namesrv.registry.service import RegistryService
 from tests.builders import register, register_json
 from tests.registry.conftest import MakeService
@@ -79,8 +80,44 @@ async def test_kv_change_log(service: RegistryService, redis: Redis, namespace: 
     await service.kv_put(NS, "T", "broker-a:8")
     await service.kv_delete(NS, "T")
     await service.kv_delete(NS, "T")  # nothing to delete: no entry
-    log = [(e["kind"], e["namespace"], e["key"], e.get("value")) for e in await events(redis, namespace)]
-    assert log == [("kvPut", NS, "T", "broker-a:8"), ("kvDelete", NS, "T", None)]
+    log = [
+        (e["kind"], e["namespace"], e["key"], e.get("value"), e.get("valueBytes"), e.get("valueSha1"))
+        for e in await events(redis, namespace)
+    ]
+    # The log carries the value's length and SHA-1, never the value itself.
+    assert log == [
+        ("kvPut", NS, "T", None, "10", hashlib.sha1(b"broker-a:8").hexdigest()),
+        ("kvDelete", NS, "T", None, None, None),
+    ]
+
+
+async def test_null_value_logs_no_length(service: RegistryService, redis: Redis, namespace: str) -> None:
+    await service.kv_put("fresh", "j", None)
+    (entry,) = await events(redis, namespace)
+    assert (entry["kind"], entry["valueBytes"], entry["valueSha1"]) == ("kvPut", "", "")
+
+
+async def test_value_over_the_limit_is_refused_before_redis(
+    make_service: MakeService, redis: Redis, namespace: str
+) -> None:
+    service = make_service(kvValueMaxBytes=8)
+    refused: list[str] = []
+    service.count_limit = refused.append
+    await service.kv_put(NS, "k", "12345678")  # exactly the limit: accepted
+    with pytest.raises(TooLarge) as info:
+        await service.kv_put(NS, "k", "é" * 5)  # 5 characters, 10 UTF-8 bytes
+    assert info.value.remark == "KV value is 10 bytes; the maximum is 8 (kvValueMaxBytes)"
+    assert info.value.limit == "kvValueMaxBytes"
+    assert refused == ["kvValueMaxBytes"]
+    assert await service.kv_get(NS, "k") == "12345678"  # the refusal changed nothing
+    assert [e["kind"] for e in await events(redis, namespace)] == ["kvPut"]
+
+
+async def test_lookups_of_unstorable_names_do_not_reach_redis(service: RegistryService) -> None:
+    long = "k" * 10_000_000
+    assert await service.kv_get(NS, long) is None
+    assert await service.kv_delete(NS, long) is False
+    assert await service.kv_list(long) is None
 
 
 # ---- REGISTER_BROKER returns the ORDER_TOPIC_CONFIG table ----

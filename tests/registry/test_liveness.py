@@ -13,14 +13,18 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from namesrv.domain.model import DataVersion, RegisterBrokerResult
+from namesrv.registry.route_cache import RouteCache
+from namesrv.registry.route_reader import RouteReader
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
-from tests.builders import register, register_json
+from tests.builders import ManualFreshness, register, register_json
 from tests.registry.conftest import MakeService
 from tests.registry.helpers import (
     CLUSTER,
     MASTER,
     SLAVE,
+    B,
+    C,
     bd,
     cluster,
     events,
@@ -30,8 +34,6 @@ from tests.registry.helpers import (
     route_obj,
 )
 
-B = "127.0.0.2:10911"
-C = "127.0.0.3:10911"
 PAST_TIMEOUT = 1.3  # seconds: past a 1000 ms deadline with margin
 
 
@@ -229,14 +231,23 @@ async def test_a_route_read_names_the_brokers_it_left_out_as_expired(
     await redis.zadd(Keyspace(namespace).deadlines, {f"{CLUSTER}/{MASTER}": 1})
     snap = await service.store.route("TopicTest", with_order=False)
     assert (snap.broker_datas, sorted(snap.hidden_brokers)) == ([], ["broker-a", "broker-b"])
-    lookup = await service.read_route("TopicTest")
+    lookup = await RouteReader(service.store, service.settings).read("TopicTest")
     assert lookup.route is None and lookup.hidden == {"broker-a", "broker-b"}
 
 
 async def test_only_registrations_that_change_routes_count_as_own_writes(service: RegistryService) -> None:
     """After an own write the worker's lookups wait for the change feed; an unchanged periodic
     re-registration changes no route, so it must not make them wait."""
-    cache = service.enable_route_cache()
+    cache = RouteCache(
+        RouteReader(service.store, service.settings).read,
+        ManualFreshness(),
+        staleness_s=0.1,
+        outage_s=30.0,
+        catch_up_s=1.0,
+        negative_s=1.0,
+        max_entries=100,
+    )
+    service = RegistryService(service.store, service.settings, cache)
     await service.register_broker(register(CLUSTER, "broker-a", MASTER))
     first = cache.local_write_at
     assert first > float("-inf")

@@ -8,9 +8,16 @@ from redis.asyncio import Redis
 
 from namesrv.registry.service import RegistryService
 from tests.builders import register
-from tests.registry.helpers import CLUSTER, MASTER, events, perms_of, qd, route
+from tests.registry.helpers import (
+    CLUSTER,
+    MASTER,
+    B,
+    events,
+    perms_of,
+    qd,
+    route,
+)
 
-B = "127.0.0.2:10911"
 # perm before -> after WIPE (clear PERM_WRITE=2) and after ADD (set to READ|WRITE = 6)
 PERMS = [
     (0, 0, 6),
@@ -96,3 +103,18 @@ async def test_registration_with_a_new_version_restores_the_brokers_perm(service
     assert await perms_of(service, "TopicTest") == {"broker-a": 4}
     await service.register_broker(register(addr=MASTER, counter=2))
     assert await perms_of(service, "TopicTest") == {"broker-a": 6}
+
+
+async def test_set_write_perm_refuses_an_unknown_mode_and_changes_nothing(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    """One script serves 205 and 327; a mode other than wipe/add is a caller bug: status -5."""
+    await service.register_broker(register(topics={"T": (8, 8, 6, 0), "Other": (8, 8, 6, 0)}))
+    k = service.store.k
+    before = await redis.xlen(k.events)
+    reply = await service.store._call(
+        "setWritePerm", [k.routever, k.events, k.bdigest, k.topic("T")], ["broker-a", 100, "x", 1, "T"]
+    )
+    assert reply == [-5]
+    assert await perms_of(service, "T") == {"broker-a": 6}
+    assert await redis.xlen(k.events) == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import orjson
 import pytest
@@ -17,8 +18,9 @@ from namesrv.domain.model import (
 )
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
-from namesrv.store.registry_store import TopicWrite
+from namesrv.store.registration_args import RegisterTopicsArgs, TopicsStatus, TopicWrite
 from tests.builders import register
+from tests.registry import helpers
 from tests.registry.conftest import MakeService
 from tests.registry.helpers import (
     CLUSTER,
@@ -35,15 +37,7 @@ from tests.registry.helpers import (
     route_obj,
 )
 
-MAPPING = {
-    "bname": "broker-a",
-    "currIdMap": {"0": 0},
-    "dirty": False,
-    "epoch": 1700000000000,
-    "scope": "__global__",
-    "topic": "TopicTest",
-    "totalQueues": 8,
-}
+MAPPING = {**helpers.MAPPING, "dirty": False, "epoch": 1700000000000, "totalQueues": 8}
 
 
 # ---- R1, R2: cluster membership; BrokerData.cluster fixed at creation ----
@@ -186,6 +180,22 @@ async def test_r6_rules_r1_to_r5_already_took_effect(
     }
 
 
+async def test_r6_repeated_ignored_registration_is_logged_once(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    """The first ignored registration drops the slave's liveness and id 1 (logged: the pipeline
+    ends the session there); repeating it changes nothing and adds no entry."""
+    results: list[str] = []
+    service.count_registration = results.append
+    await service.register_broker(register(addr=MASTER, state_version=5))
+    await service.register_broker(register(addr=SLAVE, broker_id=1, state_version=5))
+    for _ in range(3):
+        await service.register_broker(register(CLUSTER, "broker-a", SLAVE, 0, state_version=3))
+    ignored = [e for e in await events(redis, namespace, "register") if e["result"] == "ignored"]
+    assert [(e["brokerAddr"], e["routeChanged"]) for e in ignored] == [(SLAVE, "1")]
+    assert results == ["ok", "ok", "ignored", "ignored", "ignored"]
+
+
 async def test_r6_needs_the_old_address_live_in_the_request_cluster(service: RegistryService) -> None:
     """The conflicting address is looked up as (request cluster, old address): from another
     cluster there is no live entry to protect, so the registration wins."""
@@ -211,8 +221,40 @@ async def test_r7_new_broker_with_one_topic_refused_without_trace(
     assert await cluster(service) == {"brokerAddrTable": {}, "clusterAddrTable": {}}
     assert await service.all_topics() == []
     assert await service.query_data_version(CLUSTER, MASTER, DataVersion(1, 0, 1700000000000)) == (True, None)
-    refused = await events(redis, namespace, "register")
-    assert [(e["result"], e["brokerName"], e["brokerId"]) for e in refused] == [("refused", "broker-a", "0")]
+    # A refusal that changed nothing adds no change-log entry; the worker counts it instead.
+    assert await events(redis, namespace) == []
+
+
+async def test_r7_refusals_are_counted_not_logged(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    results: list[str] = []
+    service.count_registration = results.append
+    await service.register_broker(register(addr=MASTER))
+    before = await events(redis, namespace)
+    for _ in range(50):  # a client repeating a refused registration cannot push history out
+        await service.register_broker(register(addr=SLAVE, broker_id=1, topics=["TopicTest"]))
+    assert await events(redis, namespace) == before
+    assert results == ["ok"] + ["refused"] * 50
+
+
+async def test_r7_refusal_that_changes_the_broker_data_is_logged(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    await service.register_broker(register(addr=MASTER))
+    await service.register_broker(register("C2", "broker-a", SLAVE, 1, topics=["T"]))
+    await service.register_broker(register("C2", "broker-a", SLAVE, 1, topics=["T"]))  # changes nothing
+    refused = [e for e in await events(redis, namespace, "register") if e["result"] == "refused"]
+    assert [(e["cluster"], e["brokerAddr"], e["routeChanged"]) for e in refused] == [("C2", SLAVE, "0")]
+
+
+async def test_r7_refusal_is_logged(service: RegistryService, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="namesrv.registry.service"):
+        assert await service.register_broker(register(topics=["TopicTest"])) == (None, None)
+    assert [r.getMessage() for r in caplog.records if r.name == "namesrv.registry.service"] == [
+        f"register of {CLUSTER}/{MASTER} (broker-a id 0) refused as Java does (R7): the first registration "
+        "of an id must not carry exactly one topic"
+    ]
 
 
 async def test_r7_single_topic_accepted_once_the_id_is_registered(service: RegistryService) -> None:
@@ -592,14 +634,15 @@ async def test_r11_slave_data_version_is_stored_without_topic_writes(service: Re
 async def test_r10_stale_topic_chunks_are_fenced(service: RegistryService) -> None:
     """A chunk of a superseded registration (its token no longer pending) writes nothing."""
     await service.register_broker(register())
-    applied, upserted, removed = await service.store.register_topics(
-        cluster=CLUSTER,
-        addr=MASTER,
-        broker_name="broker-a",
-        token="stale",
-        chunks=[[TopicWrite("Evil", orjson.dumps(qd("broker-a")).decode(), 0)]],
+    chunk = RegisterTopicsArgs(
+        CLUSTER,
+        MASTER,
+        "broker-a",
+        "stale",
+        final=True,
+        chunk_no=0,
+        writes=[TopicWrite("Evil", orjson.dumps(qd("broker-a")).decode())],
         removals=["TopicTest"],
-        mappings={},
     )
-    assert (applied, upserted, removed) == (False, 0, 0)
+    assert await service.store.register_topics([chunk]) == (TopicsStatus.FENCED, 0, 0)
     assert await service.all_topics() == ["TBW102", "TopicTest"]

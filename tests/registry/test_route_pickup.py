@@ -16,16 +16,19 @@ from namesrv.store.keyspace import Keyspace
 from tests.builders import register, register_json
 from tests.conftest import start_client
 from tests.registry.conftest import MakeService
-from tests.registry.helpers import CLUSTER, MASTER, SLAVE, SLAVE2, bd, cluster, qd, route, route_obj
-
-B = "127.0.0.2:10911"
-MAPPING = {
-    "bname": "broker-a",
-    "currIdMap": {"0": 0},
-    "epoch": 1,
-    "scope": "__global__",
-    "topic": "TopicTest",
-}
+from tests.registry.helpers import (
+    CLUSTER,
+    MAPPING,
+    MASTER,
+    SLAVE,
+    SLAVE2,
+    B,
+    bd,
+    cluster,
+    qd,
+    route,
+    route_obj,
+)
 
 
 # ---- P1, P2, P3, P5 ----

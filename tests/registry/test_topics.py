@@ -19,17 +19,20 @@ from namesrv.store.keyspace import Keyspace
 from tests.builders import register, register_json
 from tests.conftest import start_client
 from tests.registry.conftest import MakeService
-from tests.registry.helpers import CLUSTER, MASTER, SLAVE, bd, events, perms_of, qd, route, route_obj
-
-B = "127.0.0.2:10911"
-C = "127.0.0.3:10911"
-MAPPING = {
-    "bname": "broker-a",
-    "currIdMap": {"0": 0},
-    "epoch": 1,
-    "scope": "__global__",
-    "topic": "TopicTest",
-}
+from tests.registry.helpers import (
+    CLUSTER,
+    MAPPING,
+    MASTER,
+    SLAVE,
+    B,
+    C,
+    bd,
+    events,
+    perms_of,
+    qd,
+    route,
+    route_obj,
+)
 
 
 def q(name: str, perm: int = 6, read: int = 2, write: int = 2, flag: int = 0) -> QueueData:

@@ -17,9 +17,11 @@ from tests.builders import register, register_json
 from tests.registry.conftest import MakeService
 from tests.registry.helpers import (
     CLUSTER,
+    MAPPING,
     MASTER,
     SLAVE,
     SLAVE2,
+    B,
     addrs_of,
     bd,
     cluster,
@@ -29,15 +31,6 @@ from tests.registry.helpers import (
     route,
     route_obj,
 )
-
-B = "127.0.0.2:10911"
-MAPPING = {
-    "bname": "broker-a",
-    "currIdMap": {"0": 0},
-    "epoch": 1,
-    "scope": "__global__",
-    "topic": "TopicTest",
-}
 
 
 async def master_and_slave(
@@ -362,3 +355,25 @@ async def test_clean_queues_change_log(service: RegistryService, redis: Redis, n
         (e["kind"], e["brokerAddr"], e["removed"]) for e in await events(redis, namespace, "unregister")
     ]
     assert removals == [("unregister", MASTER, "0"), ("unregister", SLAVE, "1")]
+
+
+# ---- no-op removals leave no trace ----
+async def test_removing_an_unknown_broker_logs_nothing(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    await service.register_broker(register(addr=MASTER))
+    before = await events(redis, namespace)
+    for i in range(20):  # made-up removals cannot push real history out of the change log
+        assert await service.unregister_broker(CLUSTER, f"10.0.0.{i}:10911", f"ghost-{i}", 0) is True
+    assert await service.unregister_broker("C" * 300, MASTER, "broker-a", 0) is True  # unstorable name
+    assert await events(redis, namespace) == before
+
+
+async def test_only_the_first_of_repeated_unregisters_is_logged(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    await master_and_slave(service)
+    for _ in range(3):
+        assert await service.unregister_broker(CLUSTER, SLAVE, "broker-a", 1) is True
+    removals = await events(redis, namespace, "unregister")
+    assert [(e["brokerAddr"], e["removed"]) for e in removals] == [(SLAVE, "0")]

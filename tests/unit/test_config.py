@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from namesrv.cli import main
-from namesrv.config import ConfigError, Settings, env_name, load_settings, with_overrides
+from namesrv.config import ConfigError, Settings, env_name, load_settings, read_settings, with_overrides
 from namesrv.javaprops import format_properties, parse_properties
 
 DEFAULT_TOML = Path(__file__).resolve().parents[2] / "config" / "default.toml"
@@ -63,6 +64,71 @@ def test_java_properties_file_migrates(tmp_path: Path, caplog: pytest.LogCapture
     )
     assert "unknown key 'madeUpKey' ignored" in caplog.text
     assert "serverWorkerThreads is a Java NameServer option with no effect here" in caplog.text
+
+
+def test_ignored_keys_and_unknown_variables_are_reported(tmp_path: Path) -> None:
+    cfg = tmp_path / "namesrv.properties"
+    cfg.write_text("rocketmqHome=/opt/rmq\nkvConfigPath=/x\nserverWorkerThreads=8\nlistenPrt=1\n")
+    env = {"NAMESRV_HTTP_PROT": "1", "NAMESRV_ADDR": "ns:9876", "NAMESRV_HTTP_PORT": "8181", "HOME": "/"}
+    settings, notices = read_settings(cfg, environ=env)
+    assert settings.httpPort == 8181
+    src, typo = f"config {cfg}", "environment NAMESRV_HTTP_PROT is not an option; ignored"
+    no_effect = "is a Java NameServer option with no effect here; ignored"
+    assert notices == [
+        (logging.INFO, f"{src}: rocketmqHome {no_effect}"),
+        (logging.INFO, f"{src}: kvConfigPath {no_effect}"),
+        (logging.INFO, f"{src}: serverWorkerThreads {no_effect}"),
+        (logging.WARNING, f"{src}: unknown key 'listenPrt' ignored (did you mean listenHost?)"),
+        (logging.WARNING, f"{typo} (did you mean NAMESRV_HTTP_PORT?)"),
+    ]
+
+
+def test_print_config_reports_ignored_keys_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "namesrv.properties"
+    cfg.write_text("kvConfigPath=/x\n")
+    monkeypatch.setenv("NAMESRV_REMOTNG_PORT", "1")
+    assert main(["-c", str(cfg), "-p"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"namesrv: config {cfg}: kvConfigPath is a Java NameServer option with no effect here; ignored",
+        "namesrv: environment NAMESRV_REMOTNG_PORT is not an option; ignored "
+        "(did you mean NAMESRV_REMOTING_PORT?)",
+    ]
+
+
+def test_serving_logs_ignored_keys_once_logging_is_configured(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The notices are read before logging is configured: they must still reach the log, INFO
+    ones included. The HTTP port is taken, so the worker stops right after start-up."""
+    cfg = tmp_path / "namesrv.properties"
+    cfg.write_text("rocketmqHome=/opt/rmq\n")
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    with socket.socket() as taken, socket.socket() as free:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        free.bind(("127.0.0.1", 0))
+        remoting_port = free.getsockname()[1]
+        free.close()
+        for name, value in {
+            "NAMESRV_REDIS_URL": redis_url,
+            "NAMESRV_LISTEN_HOST": "127.0.0.1",
+            "NAMESRV_HTTP_PORT": str(taken.getsockname()[1]),
+            "NAMESRV_REMOTING_PORT": str(remoting_port),
+            "NAMESRV_NAMESPACE": "cli-notices",
+        }.items():
+            monkeypatch.setenv(name, value)
+        try:
+            assert main(["-c", str(cfg)]) == 1
+        finally:
+            root.handlers[:], _ = saved
+            root.setLevel(saved[1])
+    err = capsys.readouterr().err
+    assert f"INFO    namesrv.config: config {cfg}: rocketmqHome is a Java NameServer option" in err
+    assert "namesrv: cannot start: cannot listen on 127.0.0.1:" in err
 
 
 @pytest.mark.parametrize(

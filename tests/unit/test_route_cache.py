@@ -8,10 +8,20 @@ import math
 import orjson
 import pytest
 
-from namesrv.domain.errors import Busy
+from namesrv.domain.errors import Busy, StoreUnavailable
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect
-from namesrv.registry.route_cache import MAX_AGE_S, MAX_BYPASSES_IN_FLIGHT, Lookup, RouteCache
+from namesrv.registry.route_cache import (
+    MAX_AGE_S,
+    MAX_BYPASSES_IN_FLIGHT,
+    STALE,
+    UNAVAILABLE_REMARK,
+    Lookup,
+    RouteCache,
+)
+from tests.builders import ManualFreshness
+
+TIMINGS = {"staleness_s": 0.1, "outage_s": 30.0, "catch_up_s": 1.0, "negative_s": 1.0}
 
 
 class Clock:
@@ -60,8 +70,14 @@ def registry(clock: Clock) -> Registry:
 
 @pytest.fixture
 def cache(registry: Registry, clock: Clock) -> RouteCache:
-    c = RouteCache(registry.fill, staleness_s=0.1, negative_s=1.0, max_entries=3, clock=clock)
-    c.feed_read_issued_at = clock.now
+    c = RouteCache(
+        registry.fill,
+        ManualFreshness(),
+        clock=clock,
+        max_entries=3,
+        **TIMINGS,  # type: ignore[arg-type]
+    )
+    c.freshness.known_at = clock.now
     return c
 
 
@@ -86,7 +102,7 @@ async def test_a_lagging_feed_sends_every_lookup_to_redis(
     await cache.get("T")
     await cache.get("T")
     assert registry.reads == 3 and cache.stats()["bypasses"] == 2
-    cache.feed_read_issued_at = clock.now
+    cache.freshness.known_at = clock.now
     await cache.get("T")
     assert registry.reads == 3  # fresh again: the entry (never invalidated) is served
 
@@ -98,11 +114,11 @@ async def test_an_entry_dies_at_the_earliest_broker_deadline(
     registry.valid_for = 2.0
     await cache.get("T")
     clock.now += 1.99
-    cache.feed_read_issued_at = clock.now
+    cache.freshness.known_at = clock.now
     await cache.get("T")
     assert registry.reads == 1
     clock.now += 0.02
-    cache.feed_read_issued_at = clock.now
+    cache.freshness.known_at = clock.now
     await cache.get("T")
     assert registry.reads == 2
 
@@ -114,13 +130,13 @@ async def test_unknown_topics_are_remembered_briefly_and_forgotten_when_they_app
     assert await cache.get("New") is None
     assert registry.reads == 1
     registry.routes["New"] = route("a")
-    cache.on_event(
+    await cache.on_event(
         "registerQueues", {"brokerName": "a", "upserted": '[["New",{"brokerName":"a"}]]', "removed": "[]"}
     )
     assert await cache.get("New") is not None and registry.reads == 2
     assert await cache.get("Gone") is None
     clock.now += 1.01
-    cache.feed_read_issued_at = clock.now
+    cache.freshness.known_at = clock.now
     assert await cache.get("Gone") is None and registry.reads == 4
 
 
@@ -152,7 +168,7 @@ async def test_events_drop_exactly_the_routes_they_change(
     registry.routes.update({"T1": route("a"), "T2": route("b"), "T3": route("a", "b")})
     for topic in ("T1", "T2", "T3"):
         await cache.get(topic)
-    cache.on_event(kind, fields)
+    await cache.on_event(kind, fields)
     reads = registry.reads
     for topic in ("T1", "T2", "T3"):
         await cache.get(topic)
@@ -174,7 +190,7 @@ async def test_a_broker_left_out_as_expired_drops_the_route_when_it_comes_back(
     registry.hidden["T1"] = frozenset({"gone"})
     for topic in ("T1", "T2"):
         await cache.get(topic)
-    cache.on_event(kind, fields)
+    await cache.on_event(kind, fields)
     reads = registry.reads
     for topic in ("T1", "T2"):
         await cache.get(topic)
@@ -193,10 +209,10 @@ async def test_a_lagging_feed_is_caught_up_once_for_every_waiting_lookup(
         nonlocal calls
         calls += 1
         await asyncio.sleep(0)
-        cache.feed_read_issued_at = clock.now
+        cache.freshness.known_at = clock.now
         return True
 
-    cache.catch_up = catch_up
+    cache.freshness.catch_up = catch_up  # type: ignore[attr-defined]
     results = await asyncio.gather(*(cache.get("T") for _ in range(3)))
     assert all(r is not None for r in results)
     assert registry.reads == 1 and cache.stats()["bypasses"] == 0 and calls == 3
@@ -212,7 +228,7 @@ async def test_a_failed_catch_up_falls_back_to_redis(
     async def catch_up() -> bool:
         return False
 
-    cache.catch_up = catch_up
+    cache.freshness.catch_up = catch_up  # type: ignore[attr-defined]
     assert await cache.get("T") is not None
     assert registry.reads == 2 and cache.stats()["bypasses"] == 1
 
@@ -245,11 +261,11 @@ async def test_own_writes_wait_for_the_feed_to_read_past_them(
     cache.note_local_write()
 
     async def catch_up() -> bool:
-        cache.feed_read_issued_at = clock.now  # a read issued after the write
+        cache.freshness.known_at = clock.now  # a read issued after the write
         return True
 
-    cache.catch_up = catch_up
-    assert cache.peek("T") is None  # the inline path never answers across an own write
+    cache.freshness.catch_up = catch_up  # type: ignore[attr-defined]
+    assert cache.peek("T") is STALE  # the inline path never answers across an own write
     assert await cache.get("T") is not None
     assert registry.reads == 1 and cache.stats()["bypasses"] == 0
 
@@ -258,11 +274,11 @@ async def test_no_entry_outlives_the_maximum_age(cache: RouteCache, registry: Re
     registry.routes["T"] = route("a")
     await cache.get("T")
     clock.now += MAX_AGE_S / 2 - 0.01
-    cache.feed_read_issued_at = clock.now
+    cache.freshness.known_at = clock.now
     await cache.get("T")
     assert registry.reads == 1
     clock.now += MAX_AGE_S / 2 + 0.02
-    cache.feed_read_issued_at = clock.now
+    cache.freshness.known_at = clock.now
     await cache.get("T")
     assert registry.reads == 2
 
@@ -272,7 +288,7 @@ async def test_a_fill_overtaken_by_an_invalidation_is_not_kept(cache: RouteCache
     registry.gate = asyncio.Event()
     pending = asyncio.create_task(cache.get("T"))
     await asyncio.sleep(0)
-    cache.on_event("unregister", {"brokerName": "a"})  # lands while the read is in flight
+    await cache.on_event("unregister", {"brokerName": "a"})  # lands while the read is in flight
     registry.gate.set()
     assert await pending is not None  # the caller gets what it read ...
     await cache.get("T")
@@ -307,9 +323,9 @@ async def test_least_recently_used_routes_go_first(cache: RouteCache, registry: 
 async def test_a_settings_change_starts_over(registry: Registry, clock: Clock) -> None:
     view = [False]
     cache = RouteCache(
-        registry.fill, staleness_s=0.1, negative_s=1.0, max_entries=10, clock=clock, view=lambda: view[0]
+        registry.fill, ManualFreshness(), clock=clock, max_entries=10, view=lambda: view[0], **TIMINGS
     )
-    cache.feed_read_issued_at = clock.now
+    cache.freshness.known_at = clock.now
     registry.routes["T"] = route("a")
     await cache.get("T")
     view[0] = True  # e.g. orderMessageEnable turned on fleet-wide
@@ -347,8 +363,8 @@ async def test_own_writes_are_read_back_before_the_feed_catches_up(
     entry = await cache.get("T")
     assert entry is not None and [b.brokerName for b in entry.data.brokerDatas] == ["a", "b"]
     assert cache.stats()["bypasses"] == 1
-    cache.feed_read_issued_at = clock.now  # the feed has read past the write
-    cache.on_event("registerQueues", {"upserted": '[["T",{}]]', "removed": "[]"})
+    cache.freshness.known_at = clock.now  # the feed has read past the write
+    await cache.on_event("registerQueues", {"upserted": '[["T",{}]]', "removed": "[]"})
     await cache.get("T")
     assert cache.stats()["bypasses"] == 1 and registry.reads == 3
 
@@ -364,5 +380,118 @@ async def test_peek_answers_only_what_is_safe_without_waiting(
     assert hit is not None and hit is not False and hit.data.brokerDatas[0].brokerName == "a"
     assert cache.peek("Gone") is False  # a cached "does not exist"
     clock.now += 0.2  # the feed lags: nothing is safe from memory
-    assert cache.peek("T") is None
+    assert cache.peek("T") is STALE
     assert registry.reads == 2
+
+
+async def test_a_caught_up_lookup_is_answered_from_memory_however_late_it_resumes(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    """The shed storm of issue 10: after a catch-up read succeeded, a busy worker resumed its
+    waiting lookups more than the bound later and, seeing the clock, sent them all to Redis. The
+    read was issued after each lookup arrived, so memory answers them correctly."""
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.5
+
+    async def catch_up() -> bool:
+        cache.freshness.known_at = clock.now  # the read was issued now ...
+        clock.now += 0.3  # ... and the worker gets back to this lookup much later
+        return True
+
+    cache.freshness.catch_up = catch_up  # type: ignore[attr-defined]
+    assert await cache.get("T") is not None
+    assert registry.reads == 1 and cache.stats()["bypasses"] == 0
+
+
+async def test_during_an_outage_cached_routes_are_served_and_others_fail_fast(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes.update({"T": route("a"), "U": route("b")})
+    await cache.get("T")
+    assert await cache.get("Gone") is None
+    freshness: ManualFreshness = cache.freshness  # type: ignore[assignment]
+    freshness.down = True
+    clock.now += 5.0  # far past the staleness bound: only the outage rule allows an answer
+    hit = cache.peek("T")
+    assert hit is not None and hit is not False and hit.data.brokerDatas[0].brokerName == "a"
+    assert await cache.get("T") is hit
+    assert cache.peek("U") is None
+    with pytest.raises(StoreUnavailable) as failed:
+        await cache.get("U")
+    assert failed.value.remark == UNAVAILABLE_REMARK
+    assert registry.reads == 2  # no Redis read: Redis did not come back within the deadline
+    assert cache.stats()["outage"] == 2 and cache.stats()["unavailable"] == 1
+    clock.now += 25.1  # past routeCacheOutageSeconds (30 s) since the feed last read
+    assert cache.peek("T") is STALE
+    with pytest.raises(StoreUnavailable):
+        await cache.get("T")  # the catch-up fails, Redis is still out
+
+
+async def test_an_entry_past_its_broker_deadline_is_not_served_during_an_outage(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    registry.valid_for = 2.0
+    await cache.get("T")
+    cache.freshness.down = True  # type: ignore[attr-defined]
+    clock.now += 2.01
+    assert cache.peek("T") is None
+    with pytest.raises(StoreUnavailable):
+        await cache.get("T")
+
+
+async def test_recovery_drops_routes_read_after_the_feed_last_confirmed_redis(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    """Writes Redis lost with an outage (AOF's last second, a lagging replica) may show in routes
+    read after the feed's last good position; routes read before it are confirmed."""
+    registry.routes.update({"Old": route("a"), "New": route("a")})
+    await cache.get("Old")
+    confirmed = clock.now
+    clock.now += 0.05
+    cache.freshness.known_at = confirmed + 0.01  # type: ignore[misc]
+    await cache.get("New")  # read after `confirmed`
+    cache.on_recovered(confirmed)
+    reads = registry.reads
+    await cache.get("Old")
+    await cache.get("New")
+    assert registry.reads == reads + 1
+
+
+async def test_a_reset_drops_everything(cache: RouteCache, registry: Registry) -> None:
+    registry.routes.update({"T1": route("a"), "T2": route("b")})
+    await cache.get("T1")
+    await cache.get("T2")
+    await cache.on_reset("Redis holds a new data set")
+    reads = registry.reads
+    await cache.get("T1")
+    await cache.get("T2")
+    assert registry.reads == reads + 2 and cache.stats()["resets"] == 1
+
+
+async def test_a_mapping_change_drops_its_topic(cache: RouteCache, registry: Registry) -> None:
+    registry.routes.update({"T1": route("a"), "T2": route("a")})
+    await cache.get("T1")
+    await cache.get("T2")
+    await cache.on_event("registerQueues", {"upserted": "[]", "removed": "[]", "mapped": '["T2"]'})
+    reads = registry.reads
+    await cache.get("T1")
+    await cache.get("T2")
+    assert registry.reads == reads + 1
+
+
+async def test_when_the_catch_up_and_the_redis_read_both_fail_memory_answers(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    first = await cache.get("T")
+    clock.now += 0.5  # not fresh; the catch-up fails (no catch_up set) and so does Redis:
+
+    async def failing(topic: str) -> Lookup:
+        raise StoreUnavailable("Redis unavailable: connection reset")
+
+    cache._fill = failing  # type: ignore[method-assign]
+    assert await cache.get("T") is first
+    with pytest.raises(StoreUnavailable):
+        await cache.get("Unknown")

@@ -127,19 +127,61 @@ advertisedAddresses served at /rocketmq/nsaddr: the configured value, else the S
 {{- end }}
 
 {{/*
+ACL: the plain_acl.yml of acl.existingSecret, mounted read-only as a directory (not subPath), so
+a change to the Secret reaches the running workers, which reload it.
+*/}}
+{{- define "namesrv.aclDir" -}}/etc/namesrv-acl{{- end }}
+
+{{- define "namesrv.aclFile" -}}{{ include "namesrv.aclDir" . }}/plain_acl.yml{{- end }}
+
+{{- define "namesrv.checkAcl" -}}
+{{- if and .Values.config.aclEnable (not .Values.acl.existingSecret) (not .Values.config.aclFile) }}
+{{- fail "namesrv: config.aclEnable needs the ACL file: set acl.existingSecret to a Secret holding plain_acl.yml" }}
+{{- end }}
+{{- if and .Values.acl.existingSecret .Values.config.aclFile }}
+{{- fail "namesrv: set acl.existingSecret or config.aclFile, not both (the chart sets aclFile to the mounted Secret)" }}
+{{- end }}
+{{- end }}
+
+{{/*
 The worker's TOML configuration, from .Values.config (keys are config/default.toml's).
 Scalars are written with toJson, whose strings, integers, floats and booleans are valid TOML.
 */}}
 {{- define "namesrv.configToml" -}}
+{{- include "namesrv.checkAcl" . }}
 # namesrv-fleet configuration, rendered by the namesrv Helm chart from .Values.config.
 # redisUrl is not set here: workers get it from the environment (NAMESRV_REDIS_URL).
+{{- $tlsFiles := include "namesrv.tlsFiles" . | fromYaml }}
 {{- range $key, $value := .Values.config }}
 {{- if eq $key "advertisedAddresses" }}
 {{ $key }} = {{ include "namesrv.advertisedAddresses" $ | toJson }}
+{{- else if and (eq $key "aclEnable") $.Values.acl.existingSecret }}
+{{ $key }} = true
+{{- else if and (eq $key "aclFile") $.Values.acl.existingSecret }}
+{{ $key }} = {{ include "namesrv.aclFile" $ | toJson }}
+{{- else if hasKey $tlsFiles $key }}
+{{ $key }} = {{ get $tlsFiles $key | toJson }}
 {{- else if or (kindIs "map" $value) (kindIs "slice" $value) (kindIs "invalid" $value) }}
 {{- fail (printf "namesrv: config.%s must be a string, number or boolean" $key) }}
 {{- else }}
 {{ $key }} = {{ toJson $value }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+TLS: where the Secret of tls.existingSecret is mounted, and the config keys that point into it
+(a YAML map, empty when no Secret is set).
+*/}}
+{{- define "namesrv.tlsMountPath" -}}/etc/namesrv-tls{{- end }}
+
+{{- define "namesrv.tlsFiles" -}}
+{{- if .Values.tls.existingSecret }}
+{{- $dir := include "namesrv.tlsMountPath" . }}
+tlsCertFile: {{ printf "%s/%s" $dir .Values.tls.certKey | quote }}
+tlsKeyFile: {{ printf "%s/%s" $dir .Values.tls.keyKey | quote }}
+{{- if ne .Values.config.tlsClientAuth "none" }}
+tlsClientCaFile: {{ printf "%s/%s" $dir .Values.tls.caKey | quote }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -169,6 +211,12 @@ preStopSleepSeconds + the worker's drain (config.shutdownTimeoutSeconds) + 5 s t
 Checks that must hold before anything is rendered; every message says what to change.
 */}}
 {{- define "namesrv.validate" -}}
+{{- if and (ne .Values.config.tlsMode "disabled") (not .Values.tls.existingSecret) (not (and .Values.config.tlsCertFile .Values.config.tlsKeyFile)) }}
+{{- fail (printf "namesrv: config.tlsMode=%s needs a certificate: set tls.existingSecret (a Secret with %s and %s, e.g. from cert-manager), or mount one with extraVolumes and set config.tlsCertFile and config.tlsKeyFile." .Values.config.tlsMode .Values.tls.certKey .Values.tls.keyKey) }}
+{{- end }}
+{{- if and .Values.tls.existingSecret (eq .Values.config.tlsMode "disabled") }}
+{{- fail "namesrv: tls.existingSecret is set but config.tlsMode is disabled: set config.tlsMode to permissive (TLS and plain on the same ports, to migrate) or enforcing." }}
+{{- end }}
 {{- $redis := .Values.redis }}
 {{- $sources := list }}
 {{- if $redis.url }}{{ $sources = append $sources "redis.url" }}{{ end }}
@@ -241,12 +289,16 @@ The Redis URL in the container environment: NAMESRV_REDIS_URL, never from the Co
 {{- end }}
 
 {{/*
-HTTP probe from its values (the enabled flag dropped). Usage: include "namesrv.httpProbe" (list $probeValues "/path")
+HTTP probe from its values (the enabled flag dropped); HTTPS when config.tlsMode is enforcing
+(the kubelet does not verify the certificate). Usage: include "namesrv.httpProbe" (list $probeValues "/path" $tlsMode)
 */}}
 {{- define "namesrv.httpProbe" -}}
 {{- $probe := index . 0 }}
 httpGet:
   path: {{ index . 1 }}
   port: http
+  {{- if eq (index . 2) "enforcing" }}
+  scheme: HTTPS
+  {{- end }}
 {{- toYaml (omit $probe "enabled") | nindent 0 }}
 {{- end }}

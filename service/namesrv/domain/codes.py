@@ -103,10 +103,21 @@ HARD_CONFIG_BLACKLIST: frozenset[str] = frozenset(
 OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
 
-def topic_not_exist_remark(topic: str) -> str:
+def java_str(value: str | int | bool | None) -> str:
+    """``String.valueOf`` as Java string concatenation renders a value in a remark: ``null``,
+    ``true``/``false``. Remarks built from optional request fields go through this, so a missing
+    field reads ``null`` as in Java, never Python's ``None``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def topic_not_exist_remark(topic: str | None) -> str:
     """The exact remark of TOPIC_NOT_EXIST (``FAQUrl.suggestTodo(APPLY_TOPIC_URL)``)."""
     return (
-        f"No topic route info in name server for the topic: {topic}\n"
+        f"No topic route info in name server for the topic: {java_str(topic)}\n"
         f"See {DEFAULT_FAQ_URL} for further details."
     )
 

@@ -4,6 +4,7 @@ Tree::
 
     NamesrvError (code 1 SYSTEM_ERROR)
     ├── BadRequest (code 29 INVALID_PARAMETER in HTTP; code 1 over remoting, as Java does)
+    │   └── TooLarge (a configured size limit: 413 in HTTP, counted per limit)
     ├── NotFound (code 17 TOPIC_NOT_EXIST or 22 QUERY_NOT_FOUND)
     ├── PermissionDenied (code 16 NO_PERMISSION)
     ├── Disabled (code 1, remark "disable": a topic-list code is switched off)
@@ -32,6 +33,14 @@ class NamesrvError(Exception):
 
 class BadRequest(NamesrvError):
     code = ResponseCode.INVALID_PARAMETER
+
+
+class TooLarge(BadRequest):
+    """A value over one of the configured size limits; ``limit`` names the option."""
+
+    def __init__(self, remark: str, limit: str) -> None:
+        super().__init__(remark)
+        self.limit = limit
 
 
 class NotFound(NamesrvError):

@@ -8,7 +8,9 @@ bad payload is a :class:`BadRequest`, never a half-written registration.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import functools
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +21,11 @@ from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps, quote
 JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
 JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
 MAX_NAME_LENGTH = 255  # TopicValidator's limit for %RETRY%/%DLQ% topics; also caps other names
+# PermName's bits: PRIORITY 8, READ 4, WRITE 2, INHERIT 1. Anything else is not a permission.
+PERM_MAX = 15
+# Queue counts: a broker's queues of a topic are numbered 0..n-1 in its consume-queue directory
+# names; no real topic comes near this, and a count of millions is a mistake or an attack.
+QUEUE_NUMS_MAX = 65535
 
 
 def _field(
@@ -62,6 +69,26 @@ def check_name(value: str, what: str) -> str:
         raise BadRequest(f"{what} is {len(value)} characters long; the maximum is {MAX_NAME_LENGTH}")
     if not value.isprintable():
         raise BadRequest(f"{what} contains control characters")
+    return value
+
+
+# TopicValidator (RocketMQ common): what a new topic may be called. Brokers register topics Java
+# did not validate this way (%RETRY%/%DLQ% of long group names), so registrations and lookups keep
+# the wider MAX_NAME_LENGTH; only a topic created through 217 / PUT /v1/topics is held to this.
+NEW_TOPIC_MAX_LENGTH = 127
+_NEW_TOPIC_CHARS = frozenset("%|_-0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def check_new_topic(value: str) -> str:
+    """TopicValidator.validateTopic's rules, with its remarks (the name itself is never echoed)."""
+    if not value or value.isspace():
+        raise BadRequest("The specified topic is blank.")
+    if not _NEW_TOPIC_CHARS.issuperset(value):
+        raise BadRequest("The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
+    if len(value) > NEW_TOPIC_MAX_LENGTH:
+        raise BadRequest(
+            f"The specified topic is longer than topic max length ({len(value)} > {NEW_TOPIC_MAX_LENGTH})."
+        )
     return value
 
 
@@ -121,9 +148,9 @@ class TopicConfig:
             raise BadRequest(f"{where}.attributes must be an object")
         return cls(
             topicName=check_name(name, f"{where}.topicName"),
-            readQueueNums=_field(obj, "readQueueNums", int, 16, where, 0, JAVA_INT_MAX),
-            writeQueueNums=_field(obj, "writeQueueNums", int, 16, where, 0, JAVA_INT_MAX),
-            perm=_field(obj, "perm", int, 6, where, JAVA_INT_MIN, JAVA_INT_MAX),
+            readQueueNums=_field(obj, "readQueueNums", int, 16, where, 0, QUEUE_NUMS_MAX),
+            writeQueueNums=_field(obj, "writeQueueNums", int, 16, where, 0, QUEUE_NUMS_MAX),
+            perm=_field(obj, "perm", int, 6, where, 0, PERM_MAX),
             topicFilterType=_field(obj, "topicFilterType", str, "SINGLE_TAG", where),
             topicSysFlag=_field(obj, "topicSysFlag", int, 0, where, JAVA_INT_MIN, JAVA_INT_MAX),
             order=_field(obj, "order", bool, False, where),
@@ -179,10 +206,10 @@ class QueueData:
             raise BadRequest(f"{where}.brokerName is required")
         return cls(
             brokerName=check_name(name, f"{where}.brokerName"),
-            perm=_field(obj, "perm", int, 6, where, JAVA_INT_MIN, JAVA_INT_MAX),
-            readQueueNums=_field(obj, "readQueueNums", int, 16, where, 0, JAVA_INT_MAX),
+            perm=_field(obj, "perm", int, 6, where, 0, PERM_MAX),
+            readQueueNums=_field(obj, "readQueueNums", int, 16, where, 0, QUEUE_NUMS_MAX),
             topicSysFlag=_field(obj, "topicSysFlag", int, 0, where, JAVA_INT_MIN, JAVA_INT_MAX),
-            writeQueueNums=_field(obj, "writeQueueNums", int, 16, where, 0, JAVA_INT_MAX),
+            writeQueueNums=_field(obj, "writeQueueNums", int, 16, where, 0, QUEUE_NUMS_MAX),
         )
 
 
@@ -225,11 +252,22 @@ class TopicConfigWrapper:
 
 
 @dataclass(frozen=True)
-class LazyBody:
-    """A REGISTER_BROKER body not decoded yet: its hash, and how to decode it when needed."""
+class RawBody:
+    """A REGISTER_BROKER body as it came off the wire, with what says how to decode it: the
+    request's ``version`` and header ``compressed`` flag. The registry decodes it only if it
+    needs the content."""
 
-    hash: str
-    decode: Callable[[], Awaitable[tuple[TopicConfigWrapper, tuple[str, ...] | None]]]
+    data: bytes | None
+    version: int
+    compressed: bool
+
+    @functools.cached_property
+    def hash(self) -> str:
+        """Identifies the body (what the registry remembers of a complete registration)."""
+        digest = hashlib.sha1(f"{self.version}/{self.compressed}/".encode())
+        if self.data:
+            digest.update(self.data)
+        return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -244,7 +282,7 @@ class RegisterBrokerRequest:
     zoneName: str | None = None
     heartbeatTimeoutMillis: int | None = None
     enableActingMaster: bool | None = None  # None: a 4.x broker that does not send the field
-    body: LazyBody | None = None  # the raw body, decoded only if the registry needs its content
+    body: RawBody | None = None  # the raw body, decoded only if the registry needs its content
 
 
 @dataclass(frozen=True)

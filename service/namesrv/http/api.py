@@ -3,7 +3,6 @@ for every NameServer operation (RocketMQ's field names, standard JSON)."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from typing import Any
 
@@ -16,7 +15,7 @@ from namesrv.domain.model import ClusterInfo, check_name
 from namesrv.domain.routes import filter_by_zone
 from namesrv.http import payloads as p
 from namesrv.http.openapi import OPENAPI
-from namesrv.keys import METRICS, REDIS, SCRIPTS, SERVICE, WORKER
+from namesrv.keys import HEALTH, METRICS, SCRIPTS, SERVICE, WORKER
 from namesrv.protocol.fastjson import Dialect, dumps
 from namesrv.registry.config_update import apply_update
 
@@ -37,17 +36,16 @@ async def livez(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    worker = request.app[WORKER]
+    worker, health = request.app[WORKER], request.app[HEALTH]
     problems: list[str] = []
     if worker.draining:
         problems.append("draining: shutting down")
-    if not worker.scripts_loaded:
-        problems.append("scripts not loaded")
-    else:
-        try:
-            await asyncio.wait_for(request.app[REDIS].ping(), 1.0)
-        except Exception as exc:
-            problems.append(f"redis unreachable: {type(exc).__name__}: {exc}")
+    if worker.fatal is not None:
+        problems.append(f"stopping: {worker.fatal}")
+    if not health.reachable:
+        problems.append(f"redis unreachable for {health.down_for():.1f} s: {health.reason}")
+    elif not worker.scripts_loaded:
+        problems.append("connecting to Redis: loading scripts")
     body: dict[str, Any] = {
         "status": "ready" if not problems else "not ready",
         "worker": worker.worker_id,
@@ -62,7 +60,6 @@ async def readyz(request: web.Request) -> web.Response:
         )
     if problems:
         body["problems"] = problems
-    request.app[METRICS].ready.set(0 if problems else 1)
     return json_response(body, 503 if problems else 200)
 
 
@@ -93,11 +90,8 @@ async def nsaddr(request: web.Request) -> web.Response:
 async def register_broker(request: web.Request) -> web.Response:
     req = p.register_request(await p.json_body(request))
     result, registration = await request.app[SERVICE].register_broker(req)
-    metrics = request.app[METRICS]
-    if result is None:
-        metrics.registrations.labels("refused").inc()
+    if result is None:  # counted by the service, for both transports
         return json_response({"code": ResponseCode.SYSTEM_ERROR, "remark": "register broker failed"}, 409)
-    metrics.registrations.labels("ok" if result.accepted else "ignored").inc()
     body: dict[str, Any] = {"code": 0, "accepted": result.accepted}
     if result.haServerAddr:
         body["haServerAddr"] = result.haServerAddr

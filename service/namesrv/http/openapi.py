@@ -384,3 +384,30 @@ OPENAPI: dict[str, Any] = {
         },
     },
 }
+
+
+def _add_access_control(doc: dict[str, Any]) -> None:
+    """Writes may be refused (403, code 16) and, with aclEnable, carry a RocketMQ-HMAC header."""
+    from namesrv.security.http_auth import SCHEME, WRITE_CODES
+
+    doc["components"]["securitySchemes"] = {
+        "rocketmqHmac": {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": f"{SCHEME} AccessKey=<ak>, Timestamp=<unix ms>, Signature=<sig>: needed "
+            "for writes when aclEnable is true (see README, Security). Without ACL, admin writes are "
+            "accepted only from adminAllowFrom.",
+        }
+    }
+    for ops in doc["paths"].values():
+        for op in ops.values():
+            if op["operationId"] in WRITE_CODES:
+                op["security"] = [{}, {"rocketmqHmac": []}]  # {}: no header when ACL is off
+                op["responses"]["403"] = {
+                    "description": "refused (code 16 NO_PERMISSION); nothing changed",
+                    "content": {"application/json": {"schema": ERROR}},
+                }
+
+
+_add_access_control(OPENAPI)

@@ -201,8 +201,8 @@ def answers(spark: SparkSession, cfg: PipelineConfig, summary: RunSummary) -> No
 
     _write(topics.queue_changes(events), out, "queue_changes")
     changes = io.read_table(spark, out, "queue_changes", S.QUEUE_CHANGES)
-    intervals = changes.transform(topics.queue_intervals(end))
-    _write(topics.topic_unwritable(intervals, up, end), out, "topic_unwritable")
+    deletes = topics.topic_deletes(events)
+    _write(topics.topic_unwritable(changes, up, deletes, end), out, "topic_unwritable")
     size = topics.registry_size(events, changes, up, cfg.bucket_ms, start, end)
     _write(size.coalesce(1), out, "registry_size")
 

@@ -263,14 +263,12 @@ TOPIC_UNWRITABLE = _s(
     ("cause", STR, False),
     ("open_at_end", BOOL, False),
 )
+_SIZES = ("clusters", "broker_names", "live_brokers", "topics", "queues", "write_queues")
 REGISTRY_SIZE = _s(
     ("bucket_start_ts", LONG, False),
-    ("clusters", LONG, False),
-    ("broker_names", LONG, False),
-    ("live_brokers", LONG, False),
-    ("topics", LONG, False),
-    ("queues", LONG, False),
-    ("write_queues", LONG, False),
+    ("bucket_end_ts", LONG, False),
+    *[(n, LONG, False) for n in _SIZES],  # at the end of the bucket
+    *[("peak_" + n, LONG, False) for n in _SIZES],  # the highest inside the bucket
 )
 ROUTE_AS_OF = _s(
     ("as_of_ts", LONG, False),

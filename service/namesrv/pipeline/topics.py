@@ -82,11 +82,13 @@ def queue_changes(events: DataFrame) -> DataFrame:
 
 def queue_intervals(log_end_ms: int) -> Transform:
     """queue_changes → one row per state of a queue entry: [``from_ts``, ``to_ts``) with its
-    QueueData (``present`` false: no queue); the last state runs to the end of the log."""
+    QueueData (``present`` false: no queue); the last state runs to the end of the log
+    (``running`` true: it did not end there, the log did)."""
 
     def _(changes: DataFrame) -> DataFrame:
         w = Window.partitionBy("topic", "broker_name").orderBy(*ORDER, "pos")
-        to = F.coalesce(F.lead("ts").over(w), F.lit(log_end_ms))
+        nxt = F.lead("ts").over(w)
+        to = F.coalesce(nxt, F.lit(log_end_ms))
         return changes.select(
             "topic",
             "broker_name",
@@ -95,6 +97,7 @@ def queue_intervals(log_end_ms: int) -> Transform:
             "write_queue_nums",
             F.col("ts").alias("from_ts"),
             F.greatest(to, F.col("ts")).alias("to_ts"),
+            nxt.isNull().alias("running"),
         )
 
     return _
@@ -105,18 +108,87 @@ def _writable(q: DataFrame) -> DataFrame:
     return q.filter(F.col("present") & perm_ok & (F.col("write_queue_nums") > 0))
 
 
-def topic_unwritable(intervals: DataFrame, up: DataFrame, log_end_ms: int) -> DataFrame:
-    """queue intervals + up_intervals → ``topic_unwritable``: maximal intervals in which a topic
-    existed (had at least one queue) but no producer could write to it.
+def topic_deletes(events: DataFrame) -> DataFrame:
+    """(topic, id_ms, id_seq, ts) of every explicit DELETE_TOPIC: the only end of a topic."""
+    return events.filter(F.col("kind") == "topicDelete").select("topic", *ORDER, "ts")
 
-    Answers: which topics had no writable master queue, when, for how long, and why. A topic is
+
+# A DELETE_TOPIC's own mark sorts after the queue removals of the same event.
+_AFTER_ALL = 1 << 30
+
+
+def topic_existence(changes: DataFrame, deletes: DataFrame, horizon_ms: int) -> DataFrame:
+    """queue_changes + :func:`topic_deletes` → (topic, from_ts, to_ts): when the topic was known
+    to the registry. A topic exists from its first queue until an explicit DELETE_TOPIC leaves
+    it without queues; losing its last queue any other way (brokers expired, closed,
+    unregistered, queues cleaned or dropped by the broker) leaves it existing with no route. The
+    state still in force at the end runs to ``horizon_ms``."""
+    w_entry = Window.partitionBy("topic", "broker_name").orderBy(*ORDER, "pos")
+    q = changes.select(
+        "topic",
+        *ORDER,
+        "pos",
+        "ts",
+        (
+            F.col("present").cast("long")
+            - F.coalesce(F.lag("present").over(w_entry), F.lit(False)).cast("long")
+        ).alias("d"),
+        F.lit(False).alias("is_delete"),
+    )
+    d = deletes.select(
+        "topic",
+        *ORDER,
+        F.lit(_AFTER_ALL).alias("pos"),
+        "ts",
+        F.lit(0).cast("long").alias("d"),
+        F.lit(True).alias("is_delete"),
+    )
+    w = Window.partitionBy("topic").orderBy(*ORDER, "pos")
+    run = w.rowsBetween(Window.unboundedPreceding, 0)
+    r = q.unionByName(d).select("*", F.sum("d").over(run).alias("n"))
+    born = (F.col("n") > 0) & (F.coalesce(F.lag("n").over(w), F.lit(0)) <= 0)
+    # a delete ends the topic only when it leaves no queue (one limited to a cluster may not)
+    gone = F.col("is_delete") & (F.col("n") <= 0)
+    r = r.select("*", F.when(born, F.lit(True)).when(gone, F.lit(False)).alias("_mark"))
+    alive = (F.col("n") > 0) | F.coalesce(F.last("_mark", ignorenulls=True).over(run), F.lit(False))
+    r = r.select(
+        "topic",
+        "ts",
+        alive.alias("alive"),
+        F.coalesce(F.lead("ts").over(w), F.lit(horizon_ms)).alias("to_ts"),
+    )
+    return r.filter(F.col("alive") & (F.col("to_ts") > F.col("ts"))).select(
+        "topic", F.col("ts").alias("from_ts"), "to_ts"
+    )
+
+
+# Causes, worst first: an unwritable interval is named by the worst state it went through.
+CAUSES = ("no_route", "no_live_master", "no_writable_queue")
+
+
+def topic_unwritable(changes: DataFrame, up: DataFrame, deletes: DataFrame, log_end_ms: int) -> DataFrame:
+    """queue_changes + up_intervals + :func:`topic_deletes` → ``topic_unwritable``: maximal
+    intervals in which a topic existed (:func:`topic_existence`) but no producer could write to
+    it.
+
+    Answers: which topics could not be written, when, for how long, and why. A topic is
     writable when one of its queues has the write bit (perm & 2) and write queues, and that
-    queue's broker name has a visible master (brokerId 0), as a producer's route needs.
-    ``cause`` is ``no_live_master`` when writable queues existed but none had a visible master,
-    else ``no_writable_queue`` (write bit wiped or cleared, or no write queues).
-    ``open_at_end`` marks an interval still running when the log ends."""
+    queue's broker name has a visible master (brokerId 0), as a producer's route needs. While
+    unwritable it is in one of three states, and ``cause`` is the worst it went through:
+    ``no_route`` (no queue at all: its brokers left; producers get "No route info"),
+    ``no_live_master`` (writable queues, none with a visible master), ``no_writable_queue``
+    (write bit wiped or cleared, or no write queues). ``open_at_end`` marks an interval still
+    running when the log ends (``end_ts`` is then the log's end)."""
+    horizon = log_end_ms + 1  # past the log: what still runs at its end never ends here
+    ends = F.when(F.col("running"), F.lit(horizon)).otherwise(F.col("to_ts"))
+    intervals = changes.transform(queue_intervals(log_end_ms))
+    intervals = intervals.select(
+        "topic", "broker_name", "present", "perm", "write_queue_nums", "from_ts", ends.alias("to_ts")
+    )
     masters = master_intervals(up).select(
-        "broker_name", F.col("start_ts").alias("m_start"), F.col("end_ts").alias("m_end")
+        "broker_name",
+        F.col("start_ts").alias("m_start"),
+        F.when(F.col("end_ts") >= log_end_ms, F.lit(horizon)).otherwise(F.col("end_ts")).alias("m_end"),
     )
     wq = _writable(intervals)
     covered = wq.join(masters, "broker_name").filter(
@@ -125,20 +197,24 @@ def topic_unwritable(intervals: DataFrame, up: DataFrame, log_end_ms: int) -> Da
     covered = covered.select(
         "topic", F.greatest("from_ts", "m_start").alias("s"), F.least("to_ts", "m_end").alias("e")
     )
+    cols = ("de", "dp", "dw", "dq")
 
     def marks(df: DataFrame, s: str, e: str, column: str) -> DataFrame:
-        zero = [F.lit(0).alias(c) for c in ("de", "dw", "dq") if c != column]
+        df = df.filter(F.col(e) > F.col(s))
+        zero = [F.lit(0).alias(c) for c in cols if c != column]
         return df.select("topic", F.col(s).alias("t"), F.lit(1).alias(column), *zero).unionByName(
             df.select("topic", F.col(e).alias("t"), F.lit(-1).alias(column), *zero)
         )
 
-    exists = intervals.filter(F.col("present")).filter(F.col("to_ts") > F.col("from_ts"))
+    exists = topic_existence(changes, deletes, horizon)
+    present = intervals.filter(F.col("present"))
     b = (
         marks(exists, "from_ts", "to_ts", "de")
-        .unionByName(marks(covered.filter(F.col("e") > F.col("s")), "s", "e", "dw"))
-        .unionByName(marks(wq.filter(F.col("to_ts") > F.col("from_ts")), "from_ts", "to_ts", "dq"))
+        .unionByName(marks(present, "from_ts", "to_ts", "dp"))
+        .unionByName(marks(covered, "s", "e", "dw"))
+        .unionByName(marks(wq, "from_ts", "to_ts", "dq"))
         .groupBy("topic", "t")
-        .agg(F.sum("de").alias("de"), F.sum("dw").alias("dw"), F.sum("dq").alias("dq"))
+        .agg(*[F.sum(c).alias(c) for c in cols])
     )
     w = Window.partitionBy("topic").orderBy("t")
     run = w.rowsBetween(Window.unboundedPreceding, 0)
@@ -146,30 +222,32 @@ def topic_unwritable(intervals: DataFrame, up: DataFrame, log_end_ms: int) -> Da
         "topic",
         "t",
         F.lead("t").over(w).alias("next_t"),
-        F.sum("de").over(run).alias("ce"),
-        F.sum("dw").over(run).alias("cw"),
-        F.sum("dq").over(run).alias("cq"),
+        *[F.sum(c).over(run).alias("c" + c[1]) for c in cols],
     )
+    exists_now, none_writable = F.col("ce") > 0, F.col("cw") <= 0
     state = (
-        F.when((F.col("ce") > 0) & (F.col("cw") <= 0) & (F.col("cq") > 0), F.lit("no_live_master"))
-        .when((F.col("ce") > 0) & (F.col("cw") <= 0), F.lit("no_writable_queue"))
-        .otherwise(F.lit("ok"))
+        F.when(exists_now & (F.col("cp") <= 0), F.lit(0))
+        .when(exists_now & none_writable & (F.col("cq") > 0), F.lit(1))
+        .when(exists_now & none_writable, F.lit(2))
     )
+    # the last mark of a topic is at the horizon or where it stopped existing: nothing follows
     b = b.filter(F.col("next_t").isNotNull()).withColumn("state", state)
-    brk = ~F.lag("state").over(w).eqNullSafe(F.col("state"))
+    bad = F.col("state").isNotNull()
+    brk = ~F.coalesce(F.lag(bad).over(w), F.lit(False)).eqNullSafe(bad)
     b = b.withColumn("_island", F.sum(brk.cast("long")).over(run))
+    cause = F.element_at(F.array(*[F.lit(c) for c in CAUSES]), (F.min("state") + 1).cast("int"))
     out = (
-        b.filter(F.col("state") != "ok")
+        b.filter(bad)
         .groupBy("topic", "_island")
-        .agg(F.first("state").alias("cause"), F.min("t").alias("start_ts"), F.max("next_t").alias("end_ts"))
+        .agg(cause.alias("cause"), F.min("t").alias("start_ts"), F.max("next_t").alias("_end"))
         .select(
             "topic",
             "start_ts",
-            "end_ts",
-            (F.col("end_ts") - F.col("start_ts")).alias("duration_ms"),
+            F.least("_end", F.lit(log_end_ms)).alias("end_ts"),
             "cause",
-            (F.col("end_ts") >= log_end_ms).alias("open_at_end"),
+            (F.col("_end") >= horizon).alias("open_at_end"),
         )
+        .withColumn("duration_ms", F.col("end_ts") - F.col("start_ts"))
     )
     return conform(out, S.TOPIC_UNWRITABLE)
 
@@ -190,8 +268,11 @@ def _bucket(t: Column, bucket_ms: int) -> Column:
 def registry_size(
     events: DataFrame, changes: DataFrame, up: DataFrame, bucket_ms: int, log_start_ms: int, log_end_ms: int
 ) -> DataFrame:
-    """``registry_size``: per time bucket, the registry's size at the end of the bucket: clusters,
-    broker names, visible brokers (members), topics, queue entries and write queues.
+    """``registry_size``: per time bucket [``bucket_start_ts``, ``bucket_end_ts``), the
+    registry's size at the end of the bucket and its peak inside it (``peak_*``): clusters,
+    broker names, visible brokers (members), topics (with at least one queue), queue entries and
+    write queues (the sum of ``writeQueueNums``, whatever the queue's perm: a wiped broker's
+    queues still count).
 
     Answers: how big was the registry over time, and when did it shrink? Counts are built from
     +1/-1 changes, so they are exact when the log starts with an empty registry; for a log whose
@@ -274,26 +355,44 @@ def registry_size(
     def deltas(df: DataFrame) -> DataFrame:
         return df.select(
             _bucket(F.col("ts"), bucket_ms).alias("bucket_start_ts"),
+            "ts",
             *[(F.col(c) if c in df.columns else F.lit(0)).cast("long").alias(c) for c in cols],
         )
 
     all_deltas = deltas(t).unionByName(deltas(c)).unionByName(deltas(live))
-    per_bucket = all_deltas.groupBy("bucket_start_ts").agg(*[F.sum(c).alias(c) for c in cols])
+    # changes of one instant count together (a re-registration's leave and join are no peak)
+    per_instant = all_deltas.groupBy("bucket_start_ts", "ts").agg(*[F.sum(c).alias(c) for c in cols])
+    w_in = Window.partitionBy("bucket_start_ts").orderBy("ts").rowsBetween(Window.unboundedPreceding, 0)
+    # the highest running sum inside the bucket, relative to its start (0: its start value)
+    rises = per_instant.select("bucket_start_ts", *[F.sum(c).over(w_in).alias(c) for c in cols])
+    per_bucket = rises.groupBy("bucket_start_ts").agg(
+        *[F.greatest(F.max(c), F.lit(0)).alias("rise_" + c) for c in cols],
+    )
+    sums = per_instant.groupBy("bucket_start_ts").agg(*[F.sum(c).alias(c) for c in cols])
+    per_bucket = sums.join(per_bucket, "bucket_start_ts")
     first, last = _bucket(F.lit(log_start_ms), bucket_ms), _bucket(F.lit(log_end_ms), bucket_ms)
     spark = events.sparkSession
     grid = spark.range(1).select(
         F.explode(F.sequence(first, last, F.lit(bucket_ms).cast("long"))).alias("bucket_start_ts")
     )
-    full = grid.join(per_bucket, "bucket_start_ts", "left").fillna(0, subset=list(cols))
+    rise_cols = ["rise_" + c for c in cols]
+    full = grid.join(per_bucket, "bucket_start_ts", "left").fillna(0, subset=[*cols, *rise_cols])
     w = Window.orderBy("bucket_start_ts").rowsBetween(Window.unboundedPreceding, 0)
-    out = full.select(
+    sizes = ("clusters", "broker_names", "live_brokers", "topics", "queues", "write_queues")
+    at_end = full.select(
         "bucket_start_ts",
-        F.sum("d_clusters").over(w).alias("clusters"),
-        F.sum("d_names").over(w).alias("broker_names"),
-        F.sum("d_live").over(w).alias("live_brokers"),
-        F.sum("d_topics").over(w).alias("topics"),
-        F.sum("d_queues").over(w).alias("queues"),
-        F.sum("d_write_queues").over(w).alias("write_queues"),
+        *rise_cols,
+        *[F.sum(d).over(w).alias(n) for d, n in zip(cols, sizes, strict=True)],
+        *[(F.sum(d).over(w) - F.col(d)).alias("start_" + n) for d, n in zip(cols, sizes, strict=True)],
+    )
+    out = at_end.select(
+        "bucket_start_ts",
+        (F.col("bucket_start_ts") + bucket_ms).alias("bucket_end_ts"),
+        *sizes,
+        *[
+            (F.col("start_" + n) + F.col("rise_" + d)).alias("peak_" + n)
+            for d, n in zip(cols, sizes, strict=True)
+        ],
     )
     return conform(out, S.REGISTRY_SIZE)
 
@@ -307,7 +406,10 @@ def route_as_of(as_of_ms: int) -> Transform:
     hidden when their member's deadline (from its latest register/heartbeat) is before the
     instant; a name that loses every address this way is dropped with its queue, one that loses
     its master while ``enableActingMaster`` is on has the queue's write bit cleared; queues of
-    names without brokerData are not returned. Topics with no row are TOPIC_NOT_EXIST."""
+    names without brokerData are not returned. A topic that exists at the instant
+    (:func:`topic_existence`: it had a queue and no DELETE_TOPIC ended it) but gets nothing back
+    has one row with ``broker_name`` ``""`` and null route columns: no route, the lookup answers
+    TOPIC_NOT_EXIST. Topics never seen, or deleted, have no row."""
 
     def _(events: DataFrame) -> DataFrame:
         cut = events.filter(F.col("ts") <= as_of_ms)
@@ -374,6 +476,12 @@ def route_as_of(as_of_ms: int) -> Transform:
             F.col("q")["write_queue_nums"].alias("write_queue_nums"),
             F.col("q")["topic_sys_flag"].alias("topic_sys_flag"),
         )
-        return conform(out, S.ROUTE_AS_OF)
+        alive = topic_existence(queue_changes(cut), topic_deletes(cut), as_of_ms + 1)
+        alive = alive.filter(F.col("to_ts") > as_of_ms).select("topic").distinct()
+        routed = out.select("topic").distinct()
+        no_route = alive.join(routed, "topic", "left_anti").select(
+            F.lit(as_of_ms).cast("long").alias("as_of_ts"), "topic", F.lit("").alias("broker_name")
+        )
+        return conform(out.unionByName(no_route, allowMissingColumns=True), S.ROUTE_AS_OF)
 
     return _

@@ -80,6 +80,26 @@ def _int(value: int, dialect: Dialect) -> str:
     return str(value)
 
 
+def _render_object(value: Mapping[Any, Any], dialect: Dialect, out: list[str], *, int_keys: bool) -> None:
+    """Keys sorted, null values left out; an IntKeyDict's keys are bare integers in DEFAULT."""
+    out.append("{")
+    first = True
+    for key in sorted(value):
+        item = value[key]
+        if item is None:
+            continue
+        if not first:
+            out.append(",")
+        first = False
+        if int_keys:
+            out.append(f'"{key}":' if dialect is Dialect.STANDARD else f"{key}:")
+        else:
+            out.append(quote(str(key), dialect))
+            out.append(":")
+        _render(item, dialect, out)
+    out.append("}")
+
+
 def _render(value: Any, dialect: Dialect, out: list[str]) -> None:
     if value is None:
         out.append("null")
@@ -91,33 +111,8 @@ def _render(value: Any, dialect: Dialect, out: list[str]) -> None:
         out.append(_int(value, dialect))
     elif isinstance(value, str):
         out.append(quote(value, dialect))
-    elif isinstance(value, IntKeyDict):
-        out.append("{")
-        first = True
-        for key in sorted(value):
-            item = value[key]
-            if item is None:
-                continue
-            if not first:
-                out.append(",")
-            first = False
-            out.append(f'"{key}":' if dialect is Dialect.STANDARD else f"{key}:")
-            _render(item, dialect, out)
-        out.append("}")
     elif isinstance(value, Mapping):
-        out.append("{")
-        first = True
-        for key in sorted(value):
-            item = value[key]
-            if item is None:
-                continue
-            if not first:
-                out.append(",")
-            first = False
-            out.append(quote(str(key), dialect))
-            out.append(":")
-            _render(item, dialect, out)
-        out.append("}")
+        _render_object(value, dialect, out, int_keys=isinstance(value, IntKeyDict))
     elif isinstance(value, set | frozenset):
         _render_seq(sorted(value), dialect, out)
     elif isinstance(value, list | tuple):

@@ -35,6 +35,7 @@ __all__ = [
     "crc32_masked",
     "crc32_matches",
     "decode_register_body",
+    "decode_topic_config_table",
 ]
 
 # A compressed body larger than this once inflated is refused (a zip bomb, not a broker: ten
@@ -85,6 +86,12 @@ def decode_register_body(
     if compressed:
         return _decode_compressed(body, version=version, now_ms=now_ms)
     return _decode_json(body, now_ms=now_ms)
+
+
+def decode_topic_config_table(data: bytes) -> dict[str, TopicConfig]:
+    """A JSON ``topicConfigTable`` object on its own, decoded exactly as inside a body."""
+    where = "topicConfigSerializeWrapper.topicConfigTable"
+    return _topic_config_table(_parse_object(data, where), where)
 
 
 def _empty_wrapper() -> TopicConfigWrapper:

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from namesrv.domain.codes import LANGUAGES, Version
+from namesrv.limits import MAX_REMARK_CHARS, bounded_remark
 from namesrv.protocol.fastjson import quote
 from namesrv.protocol.headers import parse_java_int
 from namesrv.protocol.lenient_json import JSONParseError, java_string
@@ -117,7 +118,10 @@ def response_to(
 ) -> RemotingCommand:
     """A reply: same opaque, flag = FLAG_RESPONSE, language "JAVA", the given version.
 
-    A oneway request gets no reply on the wire; the caller decides not to send this."""
+    A oneway request gets no reply on the wire; the caller decides not to send this. The remark
+    is cut to a bounded length: it often echoes what the client sent."""
+    if remark is not None and len(remark) > MAX_REMARK_CHARS:
+        remark = bounded_remark(remark)
     return RemotingCommand(
         code=code,
         opaque=request.opaque,

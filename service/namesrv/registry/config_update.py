@@ -8,6 +8,7 @@ refuse the whole update with NO_PERMISSION.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import orjson
@@ -17,6 +18,8 @@ from namesrv.domain.codes import HARD_CONFIG_BLACKLIST
 from namesrv.domain.errors import BadRequest, PermissionDenied
 from namesrv.registry.service import RegistryService
 from namesrv.worker import WorkerState
+
+log = logging.getLogger(__name__)
 
 
 def blacklist(worker: WorkerState) -> set[str]:
@@ -38,8 +41,18 @@ async def apply_update(
     if dynamic:
         await service.store.update_config(dynamic, orjson.dumps(dynamic).decode())
         worker.apply_overrides(await service.store.config_overrides())
-    return {
+    outcome = {
         "applied": sorted(dynamic),
         "needsRestart": sorted(k for k in changes if k in FIELDS and k not in DYNAMIC_KEYS),
         "ignored": sorted(k for k in changes if k not in FIELDS),
     }
+    # Java answers UPDATE_NAMESRV_CONFIG with a bare success, so the remoting reply cannot say
+    # which keys took effect: the log (and HTTP PUT /v1/config's body) does.
+    log.log(
+        logging.WARNING if outcome["needsRestart"] or outcome["ignored"] else logging.INFO,
+        "config update: applied %s; needs a restart (not applied) %s; unknown, ignored %s",
+        ",".join(outcome["applied"]) or "-",
+        ",".join(outcome["needsRestart"]) or "-",
+        ",".join(outcome["ignored"]) or "-",
+    )
+    return outcome

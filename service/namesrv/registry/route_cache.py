@@ -1,28 +1,31 @@
 """A per-worker cache of assembled routes, kept correct by the registry's change log.
 
 A hit costs no Redis round trip: the worker keeps the assembled :class:`TopicRouteData` and, lazily,
-its encoded bytes per JSON dialect and per zone. Three rules bound what a hit can return:
+its encoded bytes per JSON dialect and per zone.
 
-* **Staleness.** The cache answers only while the change feed is fresh: its last completed read of
-  ``{ns}:events`` was *issued* at most ``routeCacheStalenessMillis`` ago. Every change committed
-  before that read was issued has been seen and has invalidated what it touched, so no hit is
-  older than the bound. When the feed lags (Redis slow, connection lost), lookups go to Redis.
-* **Deadlines.** A route read from Redis carries the earliest deadline of the brokers it shows; the
-  entry expires then, so an expired broker is never served past its deadline, sweep or not.
-* **Races.** A fill started before an invalidation never stores its (possibly older) answer.
-* **Own writes.** After this worker commits a change, lookups wait for the feed to read past it,
-  so a client always reads its own writes through the same worker.
+**The rule.** A cached answer is served only while the worker knows Redis has not changed it, and
+that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is reachable:
 
-When the feed is not fresh (own write, or a worker too busy to poll on time), a lookup first asks
-the feed to catch up, which one XREAD does for every waiting lookup, and goes to Redis itself
-only if that fails, and then at most ``MAX_BYPASSES_IN_FLIGHT`` at a time: the rest are shed with
-SYSTEM_BUSY, as Java sheds what its thread pools cannot take. Going to Redis per lookup under
-load would cost the CPU that made the feed late, and the worker would not recover.
+* **Knowledge** comes from the change feed (:class:`namesrv.changefeed.Freshness`): ``known_at`` is
+  when the last successful poll was issued; every change committed before it has been applied,
+  and every change names the routes it touches (:mod:`namesrv.registry.route_impact`), which are
+  dropped. Redis losing or replacing its data drops everything (the feed's ``on_reset``).
+* **Fresh**: ``known_at`` is at most the bound old, and not older than this worker's own last
+  write (a client reads its own writes through the same worker). A lookup that is not fresh asks
+  the feed to read now (one read shared by every waiting lookup) and is then answered from memory:
+  that read was issued after the lookup arrived, so the answer is newer than the question, however
+  long the worker then takes to get to it. Only if that read fails does it go to Redis itself, at
+  most ``MAX_BYPASSES_IN_FLIGHT`` at a time; the rest are shed with SYSTEM_BUSY.
+* **Outage** (static stability): while Redis is unreachable or stalled nothing can change the
+  table, so cached routes are served for up to ``routeCacheOutageSeconds`` after ``known_at``
+  (counted as ``outage``); a lookup the cache cannot answer fails at once with a clear remark.
+  When Redis answers again, routes read from it after ``known_at`` are dropped: they may show
+  writes that Redis lost with the outage (AOF's last second, a failover to a lagging replica).
+* **Deadlines**: a route read from Redis carries the earliest deadline of the brokers it shows; the
+  entry expires then, so an expired broker is never served, sweep or not, outage or not.
+* **Races**: a fill started before an invalidation never stores its (possibly older) answer.
 
-Invalidation is precise: an entry is dropped when an event names its topic, or names a broker the
-entry shows or left out as expired (``hidden``), since that broker can come back. Entries also
-expire after ``MAX_AGE_S`` (jittered), a last bound on staleness should an event ever be missed.
-
+Entries also expire after ``MAX_AGE_S`` (jittered), a last bound should an event ever be missed.
 Negative answers (unknown topic) are kept for ``routeNegativeCacheMillis`` and dropped as soon as
 an event names the topic.
 """
@@ -36,15 +39,15 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
-import orjson
-
+from namesrv.changefeed import Freshness
 from namesrv.domain.codes import OVERLOAD_REMARK
-from namesrv.domain.errors import Busy
+from namesrv.domain.errors import Busy, StoreUnavailable
 from namesrv.domain.model import TopicRouteData
 from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect
+from namesrv.registry.route_impact import RouteImpact, route_impact
 
 Clock = Callable[[], float]
 NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is a new GC-tracked object each time
@@ -57,6 +60,7 @@ class CachedRoute:
     data: TopicRouteData
     expires_at: float  # local monotonic time
     hidden: frozenset[str] = NO_NAMES  # broker names with queues of the topic left out (expired)
+    filled_at: float = 0.0  # local monotonic time its read from Redis completed
     _encoded: dict[Dialect, bytes] = field(default_factory=dict)
     _zones: dict[str, bytes] = field(default_factory=dict)
 
@@ -92,31 +96,82 @@ class Lookup:
 
 
 Fill = Callable[[str], Awaitable[Lookup]]
-CatchUp = Callable[[], Awaitable[bool]]
 MAX_AGE_S = 300.0  # entries live 50-100% of this at most, whatever the change log says
 # Lookups that may read Redis at once while the change feed cannot catch up; the others are
 # shed with SYSTEM_BUSY. Without a bound, an overloaded worker turns every waiting lookup into
 # its own Redis read at the same moment, and the work that made the feed late grows instead.
 MAX_BYPASSES_IN_FLIGHT = 64
+MAX_WAITS_FOR_REDIS = 20  # failed reads waited through in one lookup (each one poll, 20-100 ms)
+RESET_GRACE_S = 0.25  # a lookup not in memory waits this long into an outage for Redis to answer
+UNAVAILABLE_REMARK = "route unavailable: Redis unreachable and the route is not cached on this worker"
+
+
+class Stale:
+    """What :meth:`RouteCache.peek` answers when memory may not answer yet: catch up first."""
+
+    def __repr__(self) -> str:
+        return "STALE"
+
+
+STALE = Stale()
+Peeked = CachedRoute | Literal[False] | Stale | None
+
+
+class Routes(Protocol):
+    """How the use cases look routes up: a :class:`RouteCache`, or :class:`UncachedRoutes`."""
+
+    def peek(self, topic: str, *, caught_up: bool = False) -> Peeked: ...
+
+    async def catch_up(self) -> bool: ...
+
+    async def get(self, topic: str) -> CachedRoute | None: ...
+
+    def note_local_write(self) -> None: ...
+
+
+class UncachedRoutes:
+    """Every lookup reads Redis (``routeCacheEnabled = false``)."""
+
+    def __init__(self, fill: Fill) -> None:
+        self._fill = fill
+
+    def peek(self, topic: str, *, caught_up: bool = False) -> Peeked:
+        return None
+
+    async def catch_up(self) -> bool:
+        return False
+
+    async def get(self, topic: str) -> CachedRoute | None:
+        lookup = await self._fill(topic)
+        return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
+
+    def note_local_write(self) -> None:
+        pass
 
 
 class RouteCache:
     def __init__(
         self,
         fill: Fill,
+        freshness: Freshness,
         *,
         staleness_s: float,
+        outage_s: float,
+        catch_up_s: float,
         negative_s: float,
         max_entries: int,
         view: Callable[[], Hashable] = lambda: None,
         clock: Clock = time.monotonic,
     ) -> None:
         self._fill = fill
+        self.freshness = freshness
         # The settings a route is built with (orderMessageEnable, supportActingMaster): when they
         # change, by whatever path, every cached route is out of date.
         self._view_of = view
         self._view = view()
         self.staleness_s = staleness_s
+        self.outage_s = outage_s
+        self.catch_up_s = catch_up_s
         self.negative_s = negative_s
         self.max_entries = max_entries
         self.clock = clock
@@ -125,45 +180,71 @@ class RouteCache:
         self._by_broker: dict[str, set[str]] = {}  # broker name -> cached topics showing it
         self._inflight: dict[str, asyncio.Future[CachedRoute | None]] = {}
         self._generation = 0
-        self.feed_read_issued_at: float | None = None  # set by the change feed
-        self.catch_up: CatchUp | None = None  # set by the change feed: read it now, True if applied
         self.local_write_at = -math.inf
         self.hits = self.misses = self.bypasses = self.shed = self.invalidations = 0
+        self.outage_hits = self.unavailable = self.resets = 0
         self._bypassing = 0
 
     # ---- reads ----
     def fresh(self) -> bool:
         """The feed has applied everything committed up to the bound, and this worker's own writes
         (so a client reads its own writes through the same worker, as with Java)."""
-        issued = self.feed_read_issued_at
-        return (
-            issued is not None and issued >= self.local_write_at and self.clock() - issued <= self.staleness_s
-        )
+        known = self.freshness.known_at
+        return known is not None and known >= self.local_write_at and self.clock() - known <= self.staleness_s
+
+    def _outage_servable(self) -> bool:
+        """Redis is out: the table cannot change, so what the worker knew may be served a while."""
+        return self.freshness.outage(self.clock()) and self._within_outage_budget()
+
+    def _within_outage_budget(self) -> bool:
+        # Not bound to this worker's own last write: a write cut short by the outage may not have
+        # happened at all, and failing every lookup for the whole outage would be worse.
+        known = self.freshness.known_at
+        return known is not None and self.clock() - known <= self.outage_s
 
     def note_local_write(self) -> None:
         """This worker just committed a change: answer from Redis until the feed has read past it."""
         self.local_write_at = self.clock()
 
-    def peek(self, topic: str) -> CachedRoute | Literal[False] | None:
-        """Without waiting: the cached route, ``False`` for a cached "does not exist", or
-        ``None`` when only :meth:`get` can answer (not cached, or not safe to answer from memory)."""
-        if self._view_of() != self._view or not self.fresh():
-            return None
-        return self._remembered(topic)
+    def peek(self, topic: str, *, caught_up: bool = False) -> Peeked:
+        """Without waiting: the cached route, ``False`` for a cached "does not exist", ``STALE``
+        when the worker's knowledge is not fresh enough to answer from memory now (call
+        :meth:`catch_up`, then peek again with ``caught_up``), or ``None`` when only :meth:`get`
+        can answer (not cached).
 
-    def _remembered(self, topic: str) -> CachedRoute | Literal[False] | None:
+        ``caught_up``: a catch-up read issued after this lookup arrived has been applied, so
+        memory answers it correctly however late the worker gets to it."""
+        if self._view_of() != self._view:
+            return None
+        if caught_up or self.fresh():
+            return self._remembered(topic)
+        if self._outage_servable():
+            return self._remembered(topic, outage=True)
+        return STALE
+
+    async def catch_up(self) -> bool:
+        """Ask the feed to read now; True once everything committed before this call is applied."""
+        return await self.freshness.wait_fresh(self.catch_up_s)
+
+    def _remembered(self, topic: str, *, outage: bool = False) -> CachedRoute | Literal[False] | None:
         """A live entry, ``False`` for a live "does not exist", else None (counted as hits)."""
         now = self.clock()
         entry = self._routes.get(topic)
         if entry is not None and entry.expires_at > now:
             self._routes.move_to_end(topic)
-            self.hits += 1
+            self._count_hit(outage)
             return entry
         missing_until = self._missing.get(topic)
         if missing_until is not None and missing_until > now:
-            self.hits += 1
+            self._count_hit(outage)
             return False
         return None
+
+    def _count_hit(self, outage: bool) -> None:
+        if outage:
+            self.outage_hits += 1
+        else:
+            self.hits += 1
 
     async def get(self, topic: str) -> CachedRoute | None:
         """The route of ``topic`` (None: TOPIC_NOT_EXIST), from memory when it is safe."""
@@ -171,8 +252,20 @@ class RouteCache:
         if view != self._view:
             self.clear()
             self._view = view
-        if not self.fresh() and not (self.catch_up is not None and await self.catch_up() and self.fresh()):
-            return await self._bypass(topic)
+        if not self.fresh():
+            if self.freshness.outage(self.clock()):
+                return await self._during_outage_or_read(topic)
+            # The read wait_fresh triggers is issued after this lookup arrived: once it is
+            # applied, memory answers this lookup correctly however late we get to it.
+            if not await self.freshness.wait_fresh(self.catch_up_s):
+                if self.freshness.outage(self.clock()):
+                    return self._during_outage(topic)
+                try:
+                    return await self._bypass(topic)
+                except StoreUnavailable:
+                    # Redis failed this read too (a reset, a stall starting): what the worker
+                    # knows is all there is, within the outage budget, as in an outage.
+                    return self._during_outage(topic)
         remembered = self._remembered(topic)
         if remembered is not None:
             return remembered or None
@@ -192,6 +285,47 @@ class RouteCache:
             raise
         finally:
             del self._inflight[topic]
+
+    async def _during_outage_or_read(self, topic: str) -> CachedRoute | None:
+        """Redis is down or stalled: memory answers what it can. When Redis is only stalled (or
+        merely slow: no poll has failed yet), a route memory cannot answer is read within the
+        deadline rather than refused at once."""
+        remembered = self._remembered(topic, outage=True) if self._within_outage_budget() else None
+        if remembered is not None:
+            return remembered or None
+        if not self.freshness.reachable:
+            # A poll failed a moment ago (a connection reset): give Redis a short grace to answer
+            # again, then answer as usual. Once an outage lasts, lookups fail at once.
+            grace = RESET_GRACE_S - self.freshness.down_for()
+            if grace <= 0 or not await self._redis_back(grace):
+                self.unavailable += 1
+                raise StoreUnavailable(UNAVAILABLE_REMARK)
+            return await self.get(topic)
+        try:
+            return await self._bypass(topic)
+        except StoreUnavailable:
+            self.unavailable += 1
+            raise StoreUnavailable(UNAVAILABLE_REMARK) from None
+
+    async def _redis_back(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for a successful read of the change log."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout, self.catch_up_s)
+        for _ in range(MAX_WAITS_FOR_REDIS):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            if await self.freshness.wait_fresh(remaining) and self.freshness.reachable:
+                return True
+        return False
+
+    def _during_outage(self, topic: str) -> CachedRoute | None:
+        """Redis does not answer: from memory within the outage budget, else fail at once."""
+        remembered = self._remembered(topic, outage=True) if self._within_outage_budget() else None
+        if remembered is None:
+            self.unavailable += 1
+            raise StoreUnavailable(UNAVAILABLE_REMARK)
+        return remembered or None
 
     async def _bypass(self, topic: str) -> CachedRoute | None:
         """Answer from Redis without the cache, or shed the lookup when enough already do."""
@@ -215,7 +349,7 @@ class RouteCache:
                 self._missing[topic] = now + self.negative_s
             return None
         expires_at = min(lookup.valid_until, now + MAX_AGE_S * random.uniform(0.5, 1.0))
-        entry = CachedRoute(lookup.route, expires_at, lookup.hidden)
+        entry = CachedRoute(lookup.route, expires_at, lookup.hidden, filled_at=now)
         if generation == self._generation and expires_at > now:
             self._store(topic, entry)
         return entry
@@ -263,23 +397,32 @@ class RouteCache:
         self._missing.clear()
         self._by_broker.clear()
 
-    def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
-        """Apply one change-log entry (see lua/README.md, "Change log")."""
-        if kind in ("registerQueues", "cleanQueues", "wipePerm", "addPerm", "topicRegister"):
-            self.invalidate_topics(_topics_of(fields))
-            if kind == "cleanQueues":
-                self.invalidate_broker(fields.get("brokerName", ""))
-        elif kind == "topicDelete":
-            self.invalidate_topics([fields.get("topic", "")])
-        elif kind in ("unregister", "close", "expire") or _broker_appears(kind, fields):
-            # Only routes that show the broker, or left it out as expired, can change with it. A
-            # broker new to the registry changes no cached route until its queues are written,
-            # and those events name their topics.
-            self.invalidate_broker(fields.get("brokerName", ""))
-        elif kind in ("kvPut", "kvDelete") and fields.get("namespace") == "ORDER_TOPIC_CONFIG":
-            self.invalidate_topics([fields.get("key", "")])
-        elif kind == "config":
+    def apply(self, impact: RouteImpact) -> None:
+        if impact.everything:
             self.clear()
+            return
+        if impact.topics:
+            self.invalidate_topics(impact.topics)
+        if impact.broker is not None:
+            self.invalidate_broker(impact.broker)
+
+    # ---- what the change feed tells (namesrv.changefeed.FeedListener) ----
+    async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
+        """Apply one change-log entry (see lua/README.md, "Change log")."""
+        self.apply(route_impact(kind, fields))
+
+    async def on_reset(self, reason: str) -> None:
+        self.resets += 1
+        self.clear()
+
+    def on_recovered(self, since: float) -> None:
+        """Redis answers again: drop what was read from it after ``since``, which may show writes
+        Redis lost with the outage; what was read before is confirmed by the feed's position."""
+        self._generation += 1
+        for topic in [t for t, e in self._routes.items() if e.filled_at > since]:
+            self.invalidations += 1
+            self._forget(topic)
+        self._missing.clear()
 
     def stats(self) -> dict[str, int]:
         return {
@@ -289,27 +432,8 @@ class RouteCache:
             "misses": self.misses,
             "bypasses": self.bypasses,
             "shed": self.shed,
+            "outage": self.outage_hits,
+            "unavailable": self.unavailable,
             "invalidations": self.invalidations,
+            "resets": self.resets,
         }
-
-
-def _broker_appears(kind: str, fields: Mapping[str, str]) -> bool:
-    """A registration that changed the BrokerData or started a session, or a heartbeat that
-    revived a broker past its deadline: routes may now show it."""
-    if kind == "register":
-        return fields.get("routeChanged") == "1"
-    return kind == "heartbeat" and fields.get("revived") == "1"
-
-
-def _topics_of(fields: Mapping[str, str]) -> list[str]:
-    topics: list[str] = []
-    upserted = fields.get("upserted")
-    if upserted:
-        topics.extend(str(item[0]) for item in orjson.loads(upserted))
-    removed = fields.get("removed")
-    if removed and removed.startswith("["):
-        topics.extend(str(t) for t in orjson.loads(removed))
-    topic = fields.get("topic")
-    if topic:
-        topics.append(topic)
-    return topics

@@ -8,10 +8,7 @@ it does not). Errors raised by use-cases become code-1 replies in :func:`dispatc
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,24 +20,24 @@ from namesrv.domain.codes import (
     RequestCode,
     ResponseCode,
     Version,
+    java_str,
     topic_not_exist_remark,
 )
 from namesrv.domain.errors import BadRequest, NamesrvError, NotReady, PermissionDenied
-from namesrv.domain.model import DataVersion, LazyBody, QueueData, RegisterBrokerRequest, TopicConfigWrapper
+from namesrv.domain.model import DataVersion, QueueData, RawBody, RegisterBrokerRequest
 from namesrv.javaprops import PropertiesError, format_properties, parse_properties
 from namesrv.protocol import lenient_json
 from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps
 from namesrv.protocol.headers import get_bool, get_int, get_long, get_str
-from namesrv.protocol.register_body import BodyDecodeError, crc32_matches, decode_register_body
+from namesrv.protocol.register_body import crc32_matches
 from namesrv.protocol.remoting import RemotingCommand, SuccessFrame, encode, response_to
 from namesrv.registry.config_update import apply_update
-from namesrv.registry.route_cache import CachedRoute
+from namesrv.registry.route_cache import STALE, CachedRoute, Stale
 from namesrv.registry.service import Registration, RegistryService
+from namesrv.security.policy import Authorizer
 from namesrv.worker import WorkerState
 
 log = logging.getLogger(__name__)
-REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
-DECODE_IN_THREAD_BYTES = 256 * 1024
 
 
 @dataclass
@@ -55,7 +52,17 @@ class ConnectionState:
 class HandlerContext:
     service: RegistryService
     worker: WorkerState
+    authorizer: Authorizer | None = None  # None: built from the worker's settings (ACL off by default)
     _success: SuccessFrame | None = None
+
+    def __post_init__(self) -> None:
+        if self.authorizer is None:
+            self.authorizer = Authorizer.from_settings(self.worker.base)
+
+    @property
+    def access(self) -> Authorizer:
+        assert self.authorizer is not None
+        return self.authorizer
 
     @property
     def settings(self) -> Settings:
@@ -119,7 +126,7 @@ async def get_kv_config(ctx: HandlerContext, conn: ConnectionState, cmd: Remotin
             cmd,
             ResponseCode.QUERY_NOT_FOUND,
             ext={},
-            remark=f"No config item, Namespace: {namespace} Key: {key}",
+            remark=f"No config item, Namespace: {java_str(namespace)} Key: {java_str(key)}",
         )
     return reply(ctx, cmd, ext={"value": value})
 
@@ -138,7 +145,8 @@ async def get_kv_list(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingC
     namespace = get_str(_ext(cmd), "namespace")
     table = await ctx.service.kv_list(namespace) if namespace is not None else None
     if table is None:
-        return reply(ctx, cmd, ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {namespace}")
+        remark = f"No config item, Namespace: {java_str(namespace)}"
+        return reply(ctx, cmd, ResponseCode.QUERY_NOT_FOUND, remark=remark)
     return reply(ctx, cmd, body=_json({"table": table}))
 
 
@@ -159,25 +167,6 @@ async def register_broker(
     broker_id = get_long(ext, "brokerId")
     if broker_id is None:
         raise BadRequest("brokerId is required")
-    version, compressed, raw = cmd.version, get_bool(ext, "compressed", False), cmd.body
-    digest = hashlib.sha1(f"{version}/{compressed}/".encode())
-    if raw:
-        digest.update(raw)
-
-    async def decode() -> tuple[TopicConfigWrapper, tuple[str, ...] | None]:
-        now_ms = int(time.time() * 1000)
-        if version < Version.V3_0_11:
-            now_ms = await ctx.service.store.server_time_ms()  # the fresh DataVersion of an old body
-        try:
-            if raw is not None and len(raw) > DECODE_IN_THREAD_BYTES:
-                # A big body takes a while; in a thread, route lookups keep being answered meanwhile.
-                return await asyncio.to_thread(
-                    decode_register_body, raw, version=version, compressed=compressed, now_ms=now_ms
-                )
-            return decode_register_body(raw, version=version, compressed=compressed, now_ms=now_ms)
-        except BodyDecodeError as exc:
-            raise BadRequest(f"{REMOTING_EXCEPTION}: Failed to decode RegisterBrokerBody: {exc}") from None
-
     request = RegisterBrokerRequest(
         clusterName=_required(ext, "clusterName"),
         brokerAddr=_required(ext, "brokerAddr"),
@@ -185,7 +174,7 @@ async def register_broker(
         brokerId=broker_id,
         haServerAddr=get_str(ext, "haServerAddr") or "",
         wrapper=None,
-        body=LazyBody(digest.hexdigest(), decode),
+        body=RawBody(cmd.body, cmd.version, get_bool(ext, "compressed", False)),
         zoneName=get_str(ext, ZONE_NAME),
         heartbeatTimeoutMillis=get_long(ext, "heartbeatTimeoutMillis"),
         enableActingMaster=get_bool(ext, "enableActingMaster"),
@@ -260,20 +249,22 @@ async def get_route(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCom
     return _route_reply(ctx, cmd, topic, route)
 
 
-def route_from_cache(ctx: HandlerContext, cmd: RemotingCommand) -> tuple[int, bytes] | None:
+def route_from_cache(
+    ctx: HandlerContext, cmd: RemotingCommand, *, caught_up: bool = False
+) -> tuple[int, bytes] | Stale | None:
     """GET_ROUTEINFO_BY_TOPIC answered without waiting when the worker's cache can answer it:
-    no task, no Redis. Returns the response code and the reply frame, or None: go through
-    :func:`dispatch`."""
-    cache = ctx.service.cache
-    if cache is None or ctx.worker.waiting_for_service():
+    no task, no Redis. Returns the response code and the reply frame; STALE when the cache must
+    catch up first (then call again with ``caught_up``); or None: go through :func:`dispatch`."""
+    if ctx.worker.waiting_for_service():
         return None
     ext = cmd.ext_fields
     topic = ext.get("topic") if ext is not None else None
     if topic is None:
         return None
-    found = cache.peek(topic)
-    if found is None:
-        return None
+    found = ctx.service.cached_route(topic, caught_up=caught_up)
+    if found is None or found is STALE:
+        return found
+    assert not isinstance(found, Stale)
     if found and ext is not None and ZONE_MODE not in ext and "acceptStandardJsonOnly" not in ext:
         # The common request, answered from the cached bytes without building a reply command.
         dialect = Dialect.STANDARD if cmd.version >= Version.V4_9_4 else Dialect.DEFAULT
@@ -290,7 +281,7 @@ def _route_reply(
             ctx,
             cmd,
             ResponseCode.TOPIC_NOT_EXIST,
-            remark=topic_not_exist_remark(topic if topic is not None else "null"),
+            remark=topic_not_exist_remark(topic),
         )
     ext = _ext(cmd)
     zone = get_str(ext, ZONE_NAME)
@@ -444,17 +435,23 @@ def operation_name(code: int) -> str:
         return "UNSUPPORTED"
 
 
-async def dispatch(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCommand) -> RemotingCommand:
-    """Run the handler of ``cmd.code``; every failure becomes a reply, never a dead connection."""
+async def dispatch(
+    ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCommand, *, admitted: bool = False
+) -> RemotingCommand:
+    """Run the handler of ``cmd.code``; every failure becomes a reply, never a dead connection.
+    ``admitted``: access control already let this request through (the route fast path)."""
     handler = HANDLERS.get(cmd.code)
-    if handler is None:
-        return reply(
-            ctx,
-            cmd,
-            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-            remark=f" request type {cmd.code} not supported",
-        )
     try:
+        refusal = None if admitted else ctx.access.check(cmd.code, cmd.ext_fields, cmd.body, conn.peer)
+        if refusal is not None:  # before any handler: a refusal changes nothing
+            return reply(ctx, cmd, ResponseCode.NO_PERMISSION, remark=refusal)
+        if handler is None:
+            return reply(
+                ctx,
+                cmd,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                remark=f" request type {cmd.code} not supported",
+            )
         return await handler(ctx, conn, cmd)
     except PermissionDenied as exc:
         return reply(ctx, cmd, ResponseCode.NO_PERMISSION, remark=exc.remark)

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from namesrv.aio import cancel_and_wait
 from namesrv.domain.codes import OVERLOAD_REMARK, RequestCode, ResponseCode, Version
+from namesrv.domain.errors import StoreUnavailable
 from namesrv.metrics import Metrics
 from namesrv.protocol.remoting import (
     FLAG_ONEWAY,
@@ -29,7 +30,9 @@ from namesrv.protocol.remoting import (
     RemotingCommand,
     encode,
 )
+from namesrv.registry.route_cache import STALE, Stale
 from namesrv.registry.service import Registration
+from namesrv.remoting.guard import FrameGuard, PartialFrame
 from namesrv.remoting.handlers import (
     ConnectionState,
     HandlerContext,
@@ -38,6 +41,7 @@ from namesrv.remoting.handlers import (
     reply,
     route_from_cache,
 )
+from namesrv.tls import ServerTls, create_server
 
 log = logging.getLogger(__name__)
 ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
@@ -81,6 +85,8 @@ class RemotingConnection(asyncio.Protocol):
         self.tasks: set[asyncio.Task[None]] = set()
         self.last_active = time.monotonic()
         self.closing = False
+        self.partial = PartialFrame()
+        self.admitted = False
 
     # ---- asyncio.Protocol ----
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -88,6 +94,10 @@ class RemotingConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.state.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if not self.server.guard.admit(len(self.server.connections), self.state.peer):
+            self.transport.abort()
+            return
+        self.admitted = True
         self.server.connections.add(self)
         self.server.metrics.connections.set(len(self.server.connections))
 
@@ -98,30 +108,54 @@ class RemotingConnection(asyncio.Protocol):
         except FrameError as exc:
             log.warning("closing remoting connection %s: %s", self.state.peer, exc)
             for cmd in exc.commands:
-                self._start(cmd)
+                self.start(cmd)
+            self.close()
+            return
+        if (self.decoder.buffered or self.partial.held) and not self.server.guard.hold(
+            self.partial, self.decoder.buffered, bool(commands)
+        ):
             self.close()
             return
         answered: list[bytes] = []
         answered_codes: list[int] = []
         server = self.server
+        access, peer = server.ctx.access, self.state.peer
         started = time.perf_counter()
         for cmd in commands:
             # flag bits tested inline: the properties cost a call each on the hottest loop
             if cmd.code == ROUTE_CODE and not cmd.flag & FLAG_RESPONSE and not server.draining:
+                # With ACL on, a lookup answered here (or queued for a catch-up) is checked here,
+                # once; a refusal goes to dispatch, which answers it.
+                if access.acl_enabled and not access.admits_route_fast(cmd.ext_fields, cmd.body, peer):
+                    self.start(cmd)
+                    continue
                 hit = route_from_cache(server.ctx, cmd)
+                if hit is STALE:  # answered after the next catch-up read, with the others waiting
+                    server.catch_ups.defer(self, cmd, started)
+                    continue
                 if hit is not None:  # answered now, in this batch's one write
+                    assert not isinstance(hit, Stale)
                     answered_codes.append(hit[0])
                     if not cmd.flag & FLAG_ONEWAY:
                         answered.append(hit[1])
                     continue
-            self._start(cmd)
+                self.start(cmd, admitted=True)
+                continue
+            self.start(cmd)
         if answered and self.transport and not self.transport.is_closing():
             self.transport.write(b"".join(answered))
         if answered_codes:
             # Each of them waited for the whole batch: that is its latency.
             server.count_batch(ROUTE_OPERATION, answered_codes, time.perf_counter() - started)
 
+    def answer_batch(self, frames: list[bytes]) -> None:
+        if frames and self.transport and not self.transport.is_closing():
+            self.transport.write(b"".join(frames))
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.admitted:
+            return
+        self.server.guard.release(self.partial)
         self.server.connections.discard(self)
         self.server.metrics.connections.set(len(self.server.connections))
         if self.state.registrations and not self.server.draining:
@@ -137,14 +171,15 @@ class RemotingConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     # ---- requests ----
-    def _start(self, cmd: RemotingCommand) -> None:
+    def start(self, cmd: RemotingCommand, *, admitted: bool = False) -> None:
+        """Run ``cmd`` as its own task; ``admitted``: access control already let it through."""
         if cmd.is_response:
             return  # we send no requests, so a reply is a peer's mistake: ignore it, as Java logs it
-        task = asyncio.get_running_loop().create_task(self._handle(cmd))
+        task = asyncio.get_running_loop().create_task(self._handle(cmd, admitted))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _handle(self, cmd: RemotingCommand) -> None:
+    async def _handle(self, cmd: RemotingCommand, admitted: bool = False) -> None:
         server = self.server
         started = time.perf_counter()
         operation = operation_name(cmd.code)
@@ -154,7 +189,7 @@ class RemotingConnection(asyncio.Protocol):
             response = reply(server.ctx, cmd, ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
         else:
             try:
-                response = await dispatch(server.ctx, self.state, cmd)
+                response = await dispatch(server.ctx, self.state, cmd, admitted=admitted)
             finally:
                 server.admission.leave(cmd.code)
         server.count(operation, response.code, time.perf_counter() - started)
@@ -173,6 +208,14 @@ class RemotingConnection(asyncio.Protocol):
                     fence_epoch=reg.epoch,
                     reason="close",
                 )
+            except StoreUnavailable as exc:
+                log.warning(
+                    "removing %s/%s after its connection closed failed (%s); the sweep will expire it",
+                    reg.cluster,
+                    reg.addr,
+                    exc.remark,
+                )
+                continue
             except Exception:
                 log.exception(
                     "removing %s/%s after its connection closed failed; the sweep will expire it",
@@ -195,6 +238,65 @@ class RemotingConnection(asyncio.Protocol):
             self.transport.close()
 
 
+class CatchUps:
+    """Route lookups that arrived while the cache's knowledge was not fresh: they wait here, with
+    no task each, for one catch-up read, and are then answered from memory in one write per
+    connection. Going through a task, a future and a reply command each, the waiting path cost a
+    lookup several times the fast path: under load the worker fell behind, its knowledge stayed
+    stale, every lookup took the slow path, and it never recovered (issue 10's shed storm). Here
+    a late worker does the same work per lookup as a fresh one, one read per round.
+
+    The queue is swapped out before the read is requested, so every lookup in a round arrived
+    before its read was issued: answering it from memory is as fresh as asking Redis."""
+
+    def __init__(self, server: RemotingServer, capacity: int) -> None:
+        self.server = server
+        self.capacity = capacity
+        self.waiting: list[tuple[RemotingConnection, RemotingCommand, float]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def defer(self, conn: RemotingConnection, cmd: RemotingCommand, received: float) -> None:
+        if len(self.waiting) >= self.capacity:
+            conn.answer_batch(
+                [encode(reply(self.server.ctx, cmd, ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK))]
+            )
+            self.server.count(ROUTE_OPERATION, ResponseCode.SYSTEM_BUSY, 0.0)
+            return
+        self.waiting.append((conn, cmd, received))
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._rounds(), name="route-catch-up")
+
+    async def _rounds(self) -> None:
+        try:
+            while self.waiting:
+                batch, self.waiting = self.waiting, []
+                caught_up = await self.server.ctx.service.catch_up_routes()
+                self._answer(batch, caught_up)
+        finally:
+            self._task = None
+
+    def _answer(
+        self, batch: list[tuple[RemotingConnection, RemotingCommand, float]], caught_up: bool
+    ) -> None:
+        ctx, server = self.server.ctx, self.server
+        frames: dict[RemotingConnection, list[bytes]] = {}
+        now = time.perf_counter()
+        for conn, cmd, received in batch:
+            hit = route_from_cache(ctx, cmd, caught_up=True) if caught_up else None
+            if hit is None or isinstance(hit, Stale):
+                conn.start(cmd, admitted=True)  # not cached, or the read failed: the waiting path decides
+                continue
+            server.count(ROUTE_OPERATION, hit[0], now - received)
+            if not cmd.flag & FLAG_ONEWAY:
+                frames.setdefault(conn, []).append(hit[1])
+        for conn, pending in frames.items():
+            conn.answer_batch(pending)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+
+
 class RemotingServer:
     def __init__(self, ctx: HandlerContext, metrics: Metrics) -> None:
         self.ctx = ctx
@@ -203,16 +305,18 @@ class RemotingServer:
         self.admission = Admission(
             settings.clientRequestThreadPoolQueueCapacity, settings.defaultThreadPoolQueueCapacity
         )
+        self.catch_ups = CatchUps(self, settings.clientRequestThreadPoolQueueCapacity)
         self.connections: set[RemotingConnection] = set()
         self.background: set[asyncio.Task[None]] = set()
         self.draining = False
-        self._server: asyncio.Server | None = None
+        self.guard = FrameGuard(settings, metrics)
+        self._server: asyncio.AbstractServer | None = None
         self._idle_task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
         assert self._server is not None
-        port: int = self._server.sockets[0].getsockname()[1]
+        port: int = self._server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         return port
 
     def count(self, operation: str, code: int, seconds: float) -> None:
@@ -236,10 +340,15 @@ class RemotingServer:
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self, host: str, port: int, tls: ServerTls | None = None) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: RemotingConnection(self), host, port, reuse_address=True, backlog=1024
+        self._server = await create_server(
+            lambda: RemotingConnection(self),
+            host,
+            port,
+            tls=tls,
+            backlog=1024,
+            max_pending=self.ctx.settings.maxConnections,
         )
         self._idle_task = loop.create_task(self._close_idle(), name="remoting-idle")
         log.info("remoting listener on %s:%d", host, self.port)
@@ -247,10 +356,18 @@ class RemotingServer:
     async def _close_idle(self) -> None:
         while True:
             limit = self.ctx.settings.serverChannelMaxIdleTimeSeconds
-            await asyncio.sleep(min(1.0, limit / 4))
-            deadline = time.monotonic() - limit
+            await asyncio.sleep(min(1.0, limit / 4, self.guard.deadline / 4))
+            now = time.monotonic()
+            deadline = now - limit
             for conn in list(self.connections):
-                if conn.last_active < deadline and not conn.tasks:
+                if self.guard.overdue(conn.partial, now):
+                    log.warning(
+                        "closing remoting connection %s: a frame unfinished for %.0fs (frameDeadlineSeconds)",
+                        conn.state.peer,
+                        self.guard.deadline,
+                    )
+                    conn.close()
+                elif conn.last_active < deadline and not conn.tasks:
                     log.info("closing remoting connection %s: idle for %ds", conn.state.peer, limit)
                     conn.close()
 
@@ -267,6 +384,7 @@ class RemotingServer:
         self.stop_accepting()
         if self._idle_task:
             await cancel_and_wait(self._idle_task)
+        await self.catch_ups.stop()
         in_flight = {t for c in self.connections for t in c.tasks}
         if in_flight:
             await asyncio.wait(in_flight, timeout=grace)

@@ -43,6 +43,7 @@ class SimBroker:
     zone: str | None = None
     compressed: bool = False
     filters: tuple[str, ...] = ()
+    registrations: int = 0  # successful REGISTER_BROKER calls
 
     @property
     def data_version(self) -> DataVersion:
@@ -94,6 +95,8 @@ class SimBroker:
         reply = await self.client.invoke(RequestCode.REGISTER_BROKER, self.header(body), body)
         if check and reply.code != 0:
             raise RegistrationFailed(reply)
+        if reply.code == 0:
+            self.registrations += 1
         return reply
 
     async def unregister(self) -> RemotingCommand:

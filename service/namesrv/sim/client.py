@@ -21,6 +21,7 @@ from namesrv.protocol.remoting import (
     RemotingCommand,
     encode,
 )
+from namesrv.security.signature import signed_fields
 
 
 class RemotingClientError(Exception):
@@ -29,9 +30,15 @@ class RemotingClientError(Exception):
 
 class RemotingClient(asyncio.Protocol):
     def __init__(
-        self, *, version: int = Version.V5_3_3, language: str = "JAVA", serialize_type: int = SERIALIZE_JSON
+        self,
+        *,
+        version: int = Version.V5_3_3,
+        language: str = "JAVA",
+        serialize_type: int = SERIALIZE_JSON,
+        credentials: tuple[str, str] | None = None,
     ) -> None:
         self.version = version
+        self.credentials = credentials  # (accessKey, secretKey): sign every request, as ACL clients do
         self.language = language
         self.serialize_type = serialize_type
         self._opaques = itertools.count(1)
@@ -87,6 +94,8 @@ class RemotingClient(asyncio.Protocol):
         version: int | None = None,
         oneway: bool = False,
     ) -> RemotingCommand:
+        if self.credentials is not None:
+            ext_fields = signed_fields(*self.credentials, ext_fields, body)
         return RemotingCommand(
             code=code,
             opaque=next(self._opaques),

@@ -41,6 +41,19 @@ def find_redis_server() -> str:
     )
 
 
+def redis_server_command(
+    port: int, data_dir: Path, *, append_only: bool, logfile: Path | None = None
+) -> list[str]:
+    """The one ``redis-server`` command line of this project (the embedded Redis, the tests' and
+    the benchmark's): loopback only, no RDB snapshots, append-only file only when asked."""
+    command = [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir)]
+    command += ["--save", "", "--daemonize", "no"]
+    command += ["--appendonly", "yes", "--appendfsync", "everysec"] if append_only else ["--appendonly", "no"]
+    if logfile is not None:
+        command += ["--logfile", str(logfile)]
+    return command
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -72,25 +85,10 @@ class EmbeddedRedis:
                 "run one process per data directory, or share a real Redis"
             ) from None
         self.port = free_port()
-        exe = find_redis_server()
+        command = redis_server_command(self.port, self.dir, append_only=True, logfile=self.dir / "redis.log")
+        exe = command[0]
         self._proc = await asyncio.create_subprocess_exec(
-            exe,
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.dir),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
-            "--save",
-            "",
-            "--logfile",
-            str(self.dir / "redis.log"),
-            "--daemonize",
-            "no",
+            *command,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
             preexec_fn=die_with_parent(),

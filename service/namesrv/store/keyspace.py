@@ -71,6 +71,10 @@ class Keyspace:
         return self._k("bdigest")
 
     @property
+    def bsync(self) -> str:
+        return self._k("bsync")
+
+    @property
     def pending(self) -> str:
         return self._k("pending")
 

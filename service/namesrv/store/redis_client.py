@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
@@ -12,10 +13,17 @@ from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
-from redis.exceptions import BusyLoadingError, ConnectionError, ReadOnlyError, TimeoutError
+from redis.exceptions import (
+    AuthenticationError,
+    BusyLoadingError,
+    ConnectionError,
+    ReadOnlyError,
+    ResponseError,
+    TimeoutError,
+)
 from tenacity import (
     AsyncRetrying,
-    before_sleep_log,
+    retry_if_exception,
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
@@ -150,6 +158,32 @@ def is_cluster(client: object) -> bool:
 _SENTINELS: dict[int, Sentinel] = {}
 
 
+async def follow_sentinel_master(client: Redis, interval: float) -> None:
+    """For a Sentinel client, until cancelled: ask the Sentinels for the master every ``interval``
+    s and, when it moved, drop the idle connections to the old one. Sentinel promotes a replica
+    before it demotes the old master; in between, connections still open to the old master read a
+    table that no one writes to any more (and write to one that will be thrown away). redis-py
+    alone notices only when the old master refuses a write."""
+    if id(client) not in _SENTINELS:
+        return
+    pool: Any = client.connection_pool
+    failing = False
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            before = pool.master_address
+            after = await pool.get_master_address()
+            if before is not None and after != before:
+                log.warning("Redis Sentinel: master moved from %s to %s; reconnecting", before, after)
+            failing = False
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the Sentinels unreachable: the change feed reports Redis itself
+            if not failing:
+                log.warning("Redis Sentinel: cannot ask for the master (%s: %s)", type(exc).__name__, exc)
+            failing = True
+
+
 async def close_client(client: Redis) -> None:
     await client.aclose()
     sentinel = _SENTINELS.pop(id(client), None)
@@ -158,29 +192,53 @@ async def close_client(client: Redis) -> None:
             await node.aclose()
 
 
-async def connect(url: str, *, max_connections: int = 64, max_wait: float = 60.0) -> Redis:
-    """Return a client once Redis answers PING, retrying with jittered backoff for ``max_wait`` s."""
-    client = make_client(url, max_connections)
-    try:
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(TRANSIENT),
-            stop=stop_after_delay(max_wait),
-            wait=wait_exponential_jitter(multiplier=0.1, max=5.0),
-            reraise=True,
-            before_sleep=before_sleep_log(log, logging.WARNING),
-        ):
-            with attempt:
-                await client.ping()
-        info = await client.info("server")
-    except Exception:
-        await client.aclose()
-        raise
+class FatalRedisError(Exception):
+    """Redis answered, but this worker can never use it (wrong credentials, too old): retrying
+    would not help, so the worker stops with this message."""
+
+
+def is_fatal(exc: BaseException) -> bool:
+    if isinstance(exc, AuthenticationError | FatalRedisError):
+        return True
+    text = str(exc)
+    return isinstance(exc, ResponseError) and text.startswith(("NOAUTH", "WRONGPASS", "NOPERM"))
+
+
+async def check_server(client: Redis) -> tuple[int, ...]:
+    """PING, then refuse a Redis older than 6.2 (:class:`FatalRedisError`); returns its version."""
+    await client.ping()
+    info = await client.info("server")
     if "redis_version" not in info:  # a Cluster answers per node
         info = next(iter(info.values()))
     version = tuple(int(p) for p in str(info["redis_version"]).split(".")[:2])
     if version < MIN_REDIS:
+        raise FatalRedisError(f"Redis {info['redis_version']} is too old; namesrv-fleet needs >= 6.2")
+    return version
+
+
+def describe(url: str) -> str:
+    """The URL without credentials, for logs."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+async def connect(url: str, *, max_connections: int = 64, max_wait: float = 60.0) -> Redis:
+    """Return a client once Redis answers PING, retrying with jittered backoff for ``max_wait`` s
+    (for tools; a worker starts without waiting and brings its Redis link up in the background)."""
+    client = make_client(url, max_connections)
+    try:
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(lambda e: isinstance(e, TRANSIENT) and not is_fatal(e)),
+            stop=stop_after_delay(max_wait),
+            wait=wait_exponential_jitter(multiplier=0.1, max=5.0),
+            reraise=True,
+        ):
+            with attempt:
+                await check_server(client)
+    except Exception:
         await client.aclose()
-        raise RuntimeError(f"Redis {info['redis_version']} is too old; namesrv-fleet needs >= 6.2")
+        raise
     return client
 
 

@@ -16,8 +16,17 @@ from typing import Any
 from redis.asyncio import Redis
 
 from namesrv.domain.codes import ORDER_TOPIC_CONFIG
+from namesrv.domain.errors import StoreUnavailable
+from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace, live_member
 from namesrv.store.redis_client import is_cluster, with_retry
+from namesrv.store.registration_args import (
+    RegisterBrokerArgs,
+    RegisterStatus,
+    RegisterTopicsArgs,
+    TopicsStatus,
+    WriteMode,
+)
 from namesrv.store.scripts import ScriptRegistry
 
 SCHEMA_VERSION = 1
@@ -30,20 +39,13 @@ def _pairs(flat: Sequence[str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class HeaderOutcome:
-    status: int  # 1 registered, 0 refused (R7), 2 ignored (R6), 3 body needed (nothing changed)
+    status: RegisterStatus
     epoch: int
-    mode: int  # 0 no topic writes, 1 upsert all, 2 add missing only
+    mode: WriteMode
     master_addr: str
     ha_server_addr: str
     order_config: dict[str, str] | None
     route_changed: bool = False  # what a route lookup returns changed (BrokerData, session, deadline)
-
-
-@dataclass(frozen=True)
-class TopicWrite:
-    topic: str
-    queue_data_json: str
-    sys_flag: int
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,10 @@ class RegistryStore:
         events_max_len: int,
         worker_id: str,
         max_connections: int = 64,
+        *,
+        health: RedisHealth | None = None,
+        timeout_s: float | None = None,
+        count_failure: Callable[[], None] = lambda: None,
     ) -> None:
         self.redis = redis
         self.k = keyspace
@@ -77,15 +83,41 @@ class RegistryStore:
         # would otherwise fail requests with "Too many connections" under load. A few connections
         # stay free for the change feed and start-up.
         self._gate = asyncio.Semaphore(max(1, max_connections - 8))
+        self.health = health
+        self.timeout_s = timeout_s
+        self._count_failure = count_failure  # a call that failed for good (namesrv_redis_errors_total)
+
+    async def _bounded(self, command: Callable[[], Awaitable[Any]], calls: int = 1) -> Any:
+        try:
+            return await self._bounded_once(command, calls)
+        except StoreUnavailable:
+            self._count_failure()
+            raise
+
+    async def _bounded_once(self, command: Callable[[], Awaitable[Any]], calls: int) -> Any:
+        """One Redis call (with its brief retries), never longer than the deadline: a request
+        fails fast when Redis is known to be out, and within ``timeout_s`` (per pipelined script
+        call) when it stalls."""
+        health = self.health
+        if health is not None and not health.reachable:
+            raise StoreUnavailable(f"Redis unavailable: {health.reason}")
+        if self.timeout_s is None:
+            async with self._gate:
+                return await with_retry(command)
+        deadline = self.timeout_s * calls
+        try:
+            async with asyncio.timeout(deadline):
+                async with self._gate:
+                    return await with_retry(command)
+        except TimeoutError:
+            raise StoreUnavailable(f"Redis unavailable: no answer within {deadline * 1000:.0f} ms") from None
 
     async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        async with self._gate:
-            return await with_retry(lambda: self.scripts.call(name, keys, args))
+        return await self._bounded(lambda: self.scripts.call(name, keys, args))
 
     async def _q(self, command: Callable[[], Awaitable[Any]]) -> Any:
         """A plain read (the client decodes replies to str)."""
-        async with self._gate:
-            return await with_retry(command)
+        return await self._bounded(command)
 
     async def check_schema(self) -> None:
         """Record our data layout version; refuse to run against a newer one."""
@@ -98,155 +130,43 @@ class RegistryStore:
             )
 
     # ---- registration ----
-    async def register_header(
-        self,
-        *,
-        cluster: str,
-        addr: str,
-        broker_name: str,
-        broker_id: int,
-        ha_addr: str,
-        zone: str | None,
-        timeout_ms: int,
-        acting: bool | None,
-        data_version_json: str,
-        state_version: int,
-        filters_json: str | None,
-        topic_count: int,
-        digest: str,
-        token: str,
-        return_order: bool,
-        prune_leftovers: bool,
-        body_hash: str = "",
-    ) -> HeaderOutcome:
-        k = self.k
-        keys = [
-            k.clusters,
-            k.brokers,
-            k.live,
-            k.deadlines,
-            k.dataversions,
-            k.filters,
-            k.pending,
-            k.epoch,
-            k.routever,
-            k.events,
-            k.bdigest,
-            k.kvns,
-            k.kv(ORDER_TOPIC_CONFIG),
-            k.alive(cluster, addr),
-            k.btopics(broker_name),
-        ]
-        args = [
-            cluster,
-            addr,
-            broker_name,
-            broker_id,
-            ha_addr,
-            zone or "",
-            timeout_ms,
-            "" if acting is None else ("true" if acting else "false"),
-            data_version_json,
-            state_version,
-            "" if filters_json is None else filters_json,
-            topic_count,
-            digest,
-            token,
-            self.worker_id,
-            self.max_len,
-            "1" if return_order else "0",
-            "1" if prune_leftovers else "0",
-            body_hash,
-        ]
-        r = await self._call("registerBroker", keys, args)
-        if int(r[0]) == 3:
-            return HeaderOutcome(3, 0, 0, "", "", None)
+    async def register_header(self, args: RegisterBrokerArgs) -> HeaderOutcome:
+        r = await self._call("registerBroker", args.keys(self.k), args.argv(self.worker_id, self.max_len))
+        status = RegisterStatus(int(r[0]))
+        if status is RegisterStatus.BODY_NEEDED:
+            return HeaderOutcome(status, 0, WriteMode.NONE, "", "", None)
         return HeaderOutcome(
-            status=int(r[0]),
+            status=status,
             epoch=int(r[1]),
-            mode=int(r[2]),
+            mode=WriteMode(int(r[2])),
             master_addr=r[3],
             ha_server_addr=r[4],
             order_config=_pairs(r[6]) if int(r[5]) else None,
             route_changed=bool(int(r[7])),
         )
 
-    async def register_topics(
-        self,
-        *,
-        cluster: str,
-        addr: str,
-        broker_name: str,
-        token: str,
-        chunks: Sequence[Sequence[TopicWrite]],
-        removals: Sequence[str],
-        mappings: Mapping[str, str],
-    ) -> tuple[bool, int, int]:
-        """Write the chunks, pipelined; removals and mappings ride with the final chunk.
+    async def register_topics(self, chunks: Sequence[RegisterTopicsArgs]) -> tuple[TopicsStatus, int, int]:
+        """Write the chunks, pipelined (removals and mappings ride with the final one).
 
-        Returns (applied, upserted, removed); applied is False when a newer registration or an
-        unregister fenced this one out (the rest of its chunks then change nothing either).
-        """
-        k = self.k
-        fixed = [
-            k.pending,
-            k.topics,
-            k.topicflags,
-            k.btopics(broker_name),
-            k.dataversions,
-            k.bdigest,
-            k.routever,
-            k.events,
-            k.live,
-        ]
-        member = live_member(cluster, addr)
-        pieces = list(chunks) or [[]]
-
-        def build(i: int, chunk: Sequence[TopicWrite]) -> tuple[list[str], list[Any]]:
-            final = i == len(pieces) - 1
-            rm = list(removals) if final else []
-            mp = dict(mappings) if final else {}
-            keys = (
-                fixed
-                + [k.topic(w.topic) for w in chunk]
-                + [k.topic(t) for t in rm]
-                + [k.mapping(t) for t in mp]
-            )
-            args: list[Any] = [
-                member,
-                broker_name,
-                token,
-                "1" if final else "0",
-                len(chunk),
-                len(rm),
-                len(mp),
-                self.max_len,
-                i,
-            ]
-            for w in chunk:
-                args += [w.topic, w.queue_data_json, w.sys_flag]
-            args += rm
-            for t, info in mp.items():
-                args += [t, info]
-            return keys, args
+        Returns (status, upserted, removed): FENCED when a newer registration or an unregister
+        fenced this one out (the rest of its chunks then change nothing either), DELTA_REFUSED
+        when a delta chunk found Redis no longer holding what its earlier body wrote."""
+        calls = [(c.keys(self.k), c.argv(self.max_len, self.k)) for c in chunks]
 
         async def run() -> list[Any]:
             if is_cluster(self.redis):
                 # Redis Cluster refuses scripts in pipelines: one round trip per chunk.
-                return [
-                    await self.scripts.call("registerBrokerTopics", *build(i, c))
-                    for i, c in enumerate(pieces)
-                ]
+                return [await self.scripts.call("registerBrokerTopics", *call) for call in calls]
             pipe = self.redis.pipeline(transaction=False)
-            for i, chunk in enumerate(pieces):
-                await self.scripts.call_in(pipe, "registerBrokerTopics", *build(i, chunk))
+            for call in calls:
+                await self.scripts.call_in(pipe, "registerBrokerTopics", *call)
             result: list[Any] = await pipe.execute()
             return result
 
-        async with self._gate:
-            results = await with_retry(run)
-        applied = all(int(r[0]) == 1 for r in results)
-        return applied, sum(int(r[1]) for r in results), sum(int(r[2]) for r in results)
+        results = await self._bounded(run, calls=len(calls))
+        statuses = [TopicsStatus(int(r[0])) for r in results]
+        worst = min(statuses, key=lambda st: st.value)
+        return worst, sum(int(r[1]) for r in results), sum(int(r[2]) for r in results)
 
     # ---- removal ----
     def _removal_keys(self) -> list[str]:
@@ -329,11 +249,17 @@ class RegistryStore:
         return bool(int(r[0])), (r[1] or None)
 
     # ---- admin writes ----
-    async def change_perm(self, script: str, broker_name: str, topics: Sequence[str]) -> int:
+    async def change_perm(self, broker_name: str, topics: Sequence[str], *, wipe: bool) -> int:
+        """WIPE (clear the write bit) or ADD (perm 6) on the broker's queue in each topic; returns
+        how many of the topics hold one."""
         k = self.k
-        keys = [k.routever, k.events] + [k.topic(t) for t in topics]
-        r = await self._call(script, keys, [broker_name, self.max_len, len(topics), *topics])
-        return int(r[0])
+        keys = [k.routever, k.events, k.bdigest] + [k.topic(t) for t in topics]
+        mode = "wipe" if wipe else "add"
+        r = await self._call("setWritePerm", keys, [broker_name, self.max_len, mode, len(topics), *topics])
+        count = int(r[0])
+        if count < 0:
+            raise RuntimeError(f"setWritePerm refused mode {mode!r} (status {count})")
+        return count
 
     async def delete_topic(self, topic: str, cluster: str | None, broker_names: Sequence[str]) -> list[Any]:
         k = self.k
@@ -432,7 +358,7 @@ class RegistryStore:
             result: list[Any] = await pipe.execute()
             return result
 
-        exists, table = await with_retry(read)
+        exists, table = await self._bounded(read)
         return dict(table) if exists else None
 
     async def config_overrides(self) -> dict[str, str]:

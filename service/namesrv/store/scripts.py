@@ -11,6 +11,7 @@ failover or ``SCRIPT FLUSH`` costs one extra round trip). :meth:`ScriptRegistry.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import time
@@ -109,6 +110,14 @@ def discover(root: Traversable | None = None) -> dict[str, LuaScript]:
     return scripts
 
 
+# Redis 7 refuses a script that declares flags without `no-writes` on a read-only replica. The
+# reads that feed route caches (`@master-only` in their header) declare themselves so after a
+# failover a connection still open to the demoted master fails (READONLY; redis-py's Sentinel
+# connection then finds the new master) instead of answering from a replica that may be behind.
+# `allow-oom`: they never write, so a full Redis must still answer them.
+MASTER_ONLY = "#!lua flags=allow-oom\n"
+
+
 class ScriptRegistry:
     """Binds every :class:`LuaScript` to a Redis client."""
 
@@ -124,6 +133,14 @@ class ScriptRegistry:
         self._bound: dict[str, AsyncScript] = {
             name: redis.register_script(s.source) for name, s in self.scripts.items()
         }
+
+    def declare_master_only(self) -> None:
+        """On Redis 7 or newer: prefix the ``@master-only`` scripts with :data:`MASTER_ONLY`."""
+        for name, script in list(self.scripts.items()):
+            if "@master-only" in script.header and not script.source.startswith("#!"):
+                declared = dataclasses.replace(script, source=MASTER_ONLY + script.source)
+                self.scripts[name] = declared
+                self._bound[name] = self.redis.register_script(declared.source)
 
     @property
     def bundle_hash(self) -> str:

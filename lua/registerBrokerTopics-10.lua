@@ -5,7 +5,10 @@
   broker (same token); a newer registration or an unregister fences older chunks out. Chunks
   only add or update queues before the final one removes any, so no intermediate state loses a
   route that existed before. The final chunk commits the dataVersion and topic digest.
-  @keys-variadic: after the 9 fixed keys come one {ns}:topic:<topic> key per upsert, then one per
+  A delta chunk (ARGV[10] not '') carries only the topics whose config changed since an earlier
+  body of the same broker: it applies only while {ns}:bsync says Redis still holds exactly what
+  that body wrote (else status -4, nothing written: the worker sends every topic instead).
+  @keys-variadic: after the 10 fixed keys come one {ns}:topic:<topic> key per upsert, then one per
   removal, then one {ns}:mapping:<topic> key per mapping, in ARGV order.
 
   KEYS[1]  {ns}:pending         HASH member -> pending registration JSON
@@ -17,6 +20,8 @@
   KEYS[7]  {ns}:routever        STRING route version
   KEYS[8]  {ns}:events          STREAM change log
   KEYS[9]  {ns}:live            HASH member -> live info JSON (the final chunk records the body)
+  KEYS[10] {ns}:bsync           HASH brokerName -> '<member>|<w or ->|<body hash>': every queue of
+           the broker name is what that body wrote (w: with the write bit cleared)
 
   ARGV[1]  member '<cluster>/<brokerAddr>'
   ARGV[2]  brokerName
@@ -27,34 +32,58 @@
   ARGV[7]  number of static-topic mappings M (only in a final chunk)
   ARGV[8]  change-log length
   ARGV[9]  chunk number (diagnostics)
-  then U triples: topic, QueueData JSON (canonical, as the broker sent it), its topicSysFlag
+  ARGV[10] '' for a chunk of a full write; else the body hash of the earlier body a delta is
+           against (a delta is one final chunk)
+  ARGV[11] length P of the topic keys' prefix '{ns}:topic:': an upsert's topic is its key
+           after P characters
+  then U QueueData JSON, one per upsert key (canonical, in the workers' fixed field order, so
+           topicSysFlag is read from it): one argument per topic, since packing the arguments of
+           10,000 topics is a large share of a registration's cost in the worker
   then R topic names
   then M pairs: topic, TopicQueueMappingInfo JSON (stored under its "bname")
 
+  Change log: one registerQueues entry when a queue or a mapping changed, or on the final chunk;
+  `mapped` lists the topics whose static-topic mapping changed (routes carry the mapping).
+
   Returns: {status, upserted, removed}
-    status 1 applied; -1 fenced (no pending registration with this token: nothing written).
+    status 1 applied; -1 fenced (no pending registration with this token: nothing written);
+    -4 delta refused: Redis no longer holds what the earlier body wrote (nothing written).
   Complexity: O(U + R + M).
 ]]
 --- @include "common"
 
 local K = {pending = KEYS[1], topics = KEYS[2], topicflags = KEYS[3], btopics = KEYS[4],
-  dataversions = KEYS[5], bdigest = KEYS[6], routever = KEYS[7], events = KEYS[8], live = KEYS[9]}
+  dataversions = KEYS[5], bdigest = KEYS[6], routever = KEYS[7], events = KEYS[8], live = KEYS[9],
+  bsync = KEYS[10]}
+local FIXED, FIXED_ARGS = 10, 11
 local member, brokerName, token = ARGV[1], ARGV[2], ARGV[3]
 local final = ARGV[4] == '1'
 local nUp, nRm, nMap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local maxLen, chunk = ARGV[8], ARGV[9]
+local maxLen, chunk, deltaBase = ARGV[8], ARGV[9], ARGV[10]
+local prefixLen = tonumber(ARGV[11])
 
 local pending = decodeOrNil(rcall('HGET', K.pending, member))
 if not pending or pending.token ~= token then
   return {-1, 0, 0}
 end
+local syncPrefix = member .. '|' .. (pending.wipe and 'w' or '-') .. '|'
+if deltaBase ~= '' then
+  if pending.mode ~= 1 or rcall('HGET', K.bsync, brokerName) ~= syncPrefix .. deltaBase
+      or rcall('HEXISTS', K.bdigest, brokerName) == 0 then
+    return {-4, 0, 0}
+  end
+else
+  -- a partial write: until the final chunk, no body describes the broker's queues
+  rcall('HDEL', K.bsync, brokerName)
+end
 local now = nowMs()
-local upserted, removed, fresh = {}, {}, {}
-local a = 10
+local upserted, fresh = {}, {}
+local a = FIXED_ARGS + 1
 for i = 1, nUp do
-  local topic, qd, flag = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  a = a + 3
-  local key = KEYS[9 + i]
+  local key, qd = KEYS[FIXED + i], ARGV[a]
+  a = a + 1
+  local topic = string.sub(key, prefixLen + 1)
+  local flag = string.match(qd, '"topicSysFlag":(%-?%d+)') or '0'
   if pending.wipe then qd = clearWriteBit(qd) end
   local previous = rcall('HGET', key, brokerName)
   if previous ~= qd and (pending.mode == 1 or not previous) then
@@ -76,11 +105,11 @@ end
 -- Only queues new to the broker change the topic indexes.
 addAll('SADD', K.topics, fresh)
 addAll('SADD', K.btopics, fresh)
-local gone
-removed, gone = dropQueues(brokerName, K.topicflags, KEYS, 10 + nUp, ARGV, a, nRm)
+local removed, gone = dropQueues(brokerName, K.topicflags, KEYS, FIXED + 1 + nUp, ARGV, a, nRm)
 a = a + nRm
 addAll('SREM', K.topics, gone)
 addAll('SREM', K.btopics, removed)
+local mapped = {}
 if final then
   if pending.mapWrite then
     for m = 1, nMap do
@@ -90,12 +119,21 @@ if final then
       if ok and type(info) == 'table' and type(info.bname) == 'string' and info.bname ~= '' then
         bname = info.bname
       end
-      rcall('HSET', KEYS[9 + nUp + nRm + m], bname, ARGV[a + 1])
+      if rcall('HGET', KEYS[FIXED + nUp + nRm + m], bname) ~= ARGV[a + 1] then
+        rcall('HSET', KEYS[FIXED + nUp + nRm + m], bname, ARGV[a + 1])
+        mapped[#mapped + 1] = ARGV[a]
+      end
       a = a + 2
     end
   end
   rcall('HSET', K.dataversions, member, pending.dataVersion)
   rcall('HSET', K.bdigest, brokerName, pending.digest)
+  -- only a write of every topic (or a delta on one) leaves the queues exactly as a body says
+  if pending.mode == 1 and pending.body then
+    rcall('HSET', K.bsync, brokerName, syncPrefix .. pending.body.hash)
+  else
+    rcall('HDEL', K.bsync, brokerName)
+  end
   local info = decodeOrNil(rcall('HGET', K.live, member))
   if info and pending.body and tostring(info.epoch) == tostring(pending.epoch) then
     info.body = pending.body
@@ -103,7 +141,7 @@ if final then
   end
   rcall('HDEL', K.pending, member)
 end
-if #upserted > 0 or #removed > 0 then
+if #upserted > 0 or #removed > 0 or #mapped > 0 then
   rcall('INCR', K.routever)
 end
 if #upserted > 0 or #removed > 0 or final then
@@ -111,6 +149,7 @@ if #upserted > 0 or #removed > 0 or final then
   emit(K.events, maxLen, 'registerQueues', now, {'cluster', cluster, 'brokerName', brokerName,
     'brokerAddr', string.sub(member, #cluster + 2), 'epoch', pending.epoch,
     'upserted', '[' .. table.concat(upserted, ',') .. ']', 'removed', jsonList(removed),
-    'final', final and '1' or '0', 'chunk', chunk, 'dataVersion', pending.dataVersion})
+    'final', final and '1' or '0', 'chunk', chunk, 'dataVersion', pending.dataVersion,
+    'mapped', jsonList(mapped)})
 end
 return {1, #upserted, #removed}

@@ -1,0 +1,57 @@
+--[[
+  @master-only: on Redis 7 it declares flags, so a demoted master refuses it (store/scripts.py).
+  readChanges: one poll of the change feed, with the checks that tell a worker whether what it
+  learned from Redis so far still holds. Not a RocketMQ code: it is how route caches stay correct
+  (README, "Route cache").
+
+  Redis can lose or replace its data under a worker: a restart without persistence, FLUSHALL, an
+  AOF restart that lost its last second, a failover to a replica that was behind. Either the
+  registry's identity changed (the `instance` field of the meta hash is gone or different) or the
+  last change-log entry the worker read is gone. Both are checked in the same atomic call that
+  reads the next entries, so a worker never applies entries of one data set on top of another.
+
+  KEYS[1]  {ns}:events          STREAM change log
+  KEYS[2]  {ns}:meta            HASH  `instance` = identity of this registry's data set
+
+  ARGV[1]  the instance id the worker knows ('' before its first poll)
+  ARGV[2]  a fresh random id, stored as the instance when the registry has none (a new or lost
+           data set); the first worker to poll names it, every other worker then sees it differ
+  ARGV[3]  id of the last entry the worker applied; '' = none yet: start after the newest entry
+  ARGV[4]  most entries to return
+
+  Returns: {instance, status, lastId, entries}
+    status 0: entries follow ARGV[3]; lastId is ARGV[3], or the newest id when ARGV[3] was ''
+              ('0-0' for an empty stream)
+    status 1: reset: the instance differs from ARGV[1] (a new data set); entries is empty and
+              lastId is the newest id: everything learned before is void
+    status 2: gap: the entry ARGV[3] is gone (trimmed, or lost with the data); entries is empty
+              and lastId is the newest id: what was learned since may have been lost
+    entries: the stream entries after ARGV[3], as XRANGE returns them (at most ARGV[4])
+  Error codes: none.
+  Complexity: O(log N + ARGV[4]) for a stream of N entries.
+]]
+
+local events, meta = KEYS[1], KEYS[2]
+local known, candidate, last, count = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+
+local function newest()
+  local top = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
+  if #top == 0 then return '0-0' end
+  return top[1][1]
+end
+
+local instance = redis.call('HGET', meta, 'instance')
+if not instance then
+  redis.call('HSET', meta, 'instance', candidate)
+  instance = candidate
+end
+if known ~= '' and known ~= instance then
+  return {instance, 1, newest(), {}}
+end
+if last == '' then
+  return {instance, 0, newest(), {}}
+end
+if last ~= '0-0' and #redis.call('XRANGE', events, last, last, 'COUNT', 1) == 0 then
+  return {instance, 2, newest(), {}}
+end
+return {instance, 0, last, redis.call('XRANGE', events, '(' .. last, '+', 'COUNT', count)}

@@ -1,0 +1,103 @@
+"""Which cached routes one change-log entry can change: the invalidation half of the cache rule.
+
+A route (``TopicRouteData``) is built from: the topic's queues (``{ns}:topic:<t>``), the BrokerData
+of the brokers those queues name, the filter servers of those brokers' addresses, the topic's
+static-topic mapping, its ORDER_TOPIC_CONFIG entry, the brokers' deadlines (expired ones are
+hidden), and two settings (orderMessageEnable, supportActingMaster). Every script that changes one
+of them appends an entry naming what it changed (``lua/README.md``, "Change log"); this module maps
+that entry to the routes it touches:
+
+=================================  ==========================================================
+entry                              routes touched
+=================================  ==========================================================
+registerQueues                     topics in ``upserted``, ``removed``, ``mapped``
+cleanQueues                        topics in ``upserted``/``removed``, and routes showing the broker
+wipePerm, addPerm, topicRegister   topics in ``upserted`` (and ``topic``)
+topicDelete                        ``topic``
+register with routeChanged=1       routes showing the broker name (BrokerData, session, deadline,
+                                   filter servers changed)
+heartbeat with revived=1           routes showing the broker name, or hiding it as expired
+unregister, close, expire          routes showing the broker name, or hiding it
+kvPut/kvDelete ORDER_TOPIC_CONFIG  the topic named by ``key``
+config                             every route
+=================================  ==========================================================
+
+Deadlines moving later (heartbeats) change no route: a cached route already expires at the
+earliest deadline it shows. The property test ``tests/integration/test_route_cache_rule.py`` drives
+every write code through two caching workers and checks their answers against a worker without a
+cache, so a script that changes a route without saying so fails it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import orjson
+
+from namesrv.domain.codes import ORDER_TOPIC_CONFIG
+from namesrv.store.changelog import EventKind
+
+TOPIC_EVENTS = frozenset(
+    {
+        EventKind.REGISTER_QUEUES,
+        EventKind.CLEAN_QUEUES,
+        EventKind.WIPE_PERM,
+        EventKind.ADD_PERM,
+        EventKind.TOPIC_REGISTER,
+    }
+)
+BROKER_EVENTS = frozenset({EventKind.UNREGISTER, EventKind.CLOSE, EventKind.EXPIRE})
+
+
+@dataclass(frozen=True)
+class RouteImpact:
+    topics: tuple[str, ...] = ()
+    broker: str | None = None  # routes that show this broker name or left it out as expired
+    everything: bool = False
+
+    @property
+    def none(self) -> bool:
+        return not self.topics and self.broker is None and not self.everything
+
+
+NO_IMPACT = RouteImpact()
+
+
+def route_impact(kind: str, fields: Mapping[str, str]) -> RouteImpact:
+    """The routes a change-log entry of ``kind`` with ``fields`` can have changed."""
+    if kind in TOPIC_EVENTS:
+        broker = fields.get("brokerName") if kind == EventKind.CLEAN_QUEUES else None
+        return RouteImpact(topics=_topics_of(fields), broker=broker)
+    if kind == EventKind.TOPIC_DELETE:
+        return RouteImpact(topics=(fields.get("topic", ""),))
+    if kind in BROKER_EVENTS or _broker_appears(kind, fields):
+        return RouteImpact(broker=fields.get("brokerName", ""))
+    if kind in (EventKind.KV_PUT, EventKind.KV_DELETE) and fields.get("namespace") == ORDER_TOPIC_CONFIG:
+        return RouteImpact(topics=(fields.get("key", ""),))
+    if kind == EventKind.CONFIG:
+        return RouteImpact(everything=True)
+    return NO_IMPACT
+
+
+def _broker_appears(kind: str, fields: Mapping[str, str]) -> bool:
+    """A registration that changed what routes show of the broker, or a heartbeat that revived a
+    broker past its deadline: routes may now show it differently."""
+    if kind == EventKind.REGISTER:
+        return fields.get("routeChanged") == "1"
+    return kind == EventKind.HEARTBEAT and fields.get("revived") == "1"
+
+
+def _topics_of(fields: Mapping[str, str]) -> tuple[str, ...]:
+    topics: list[str] = []
+    upserted = fields.get("upserted")
+    if upserted:
+        topics.extend(str(item[0]) for item in orjson.loads(upserted))
+    for name in ("removed", "mapped"):
+        listed = fields.get(name)
+        if listed and listed.startswith("["):
+            topics.extend(str(t) for t in orjson.loads(listed))
+    topic = fields.get("topic")
+    if topic:
+        topics.append(topic)
+    return tuple(topics)

@@ -1,0 +1,46 @@
+"""A route straight from Redis: one snapshot script call, assembled by RocketMQ's rules (P1-P7)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from namesrv.config import Settings
+from namesrv.domain import routes
+from namesrv.registry.route_cache import NO_NAMES, Lookup
+from namesrv.store.registry_store import RegistryStore
+
+
+class RouteReader:
+    def __init__(self, store: RegistryStore, settings: Callable[[], Settings]) -> None:
+        self.store = store
+        self.settings = settings
+
+    def view(self) -> tuple[bool, bool]:
+        """The settings that shape a route; a cache starts over when they change."""
+        s = self.settings()
+        return s.orderMessageEnable, s.supportActingMaster
+
+    async def read(self, topic: str) -> Lookup:
+        """The route, and until when (local monotonic time) it may be served: the earliest
+        deadline of the brokers it shows, measured on the Redis clock."""
+        s = self.settings()
+        started = time.monotonic()
+        snap = await self.store.route(topic, with_order=s.orderMessageEnable)
+        valid_until = math.inf
+        if snap.valid_until_ms is not None:
+            valid_until = started + (snap.valid_until_ms - snap.now_ms) / 1000
+        hidden = frozenset(snap.hidden_brokers) if snap.hidden_brokers else NO_NAMES
+        if not snap.broker_datas:
+            return Lookup(None, valid_until, hidden)
+        data = routes.assemble(
+            topic,
+            snap.queue_datas,
+            snap.broker_datas,
+            snap.filters,
+            snap.mappings,
+            snap.order_topic_conf,
+            support_acting_master=s.supportActingMaster,
+        )
+        return Lookup(data, valid_until, hidden)

@@ -1,0 +1,33 @@
+"""The change log's contract (``{ns}:events``): the entry kinds the Lua scripts append.
+
+One source of truth for Python: the route cache's invalidation (:mod:`namesrv.registry.route_impact`)
+and the history pipeline name kinds through this enum, and ``tests/unit/test_lua_contract.py``
+reads the scripts and checks that they append exactly these kinds. Fields per kind are in
+``lua/README.md`` ("Change log").
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EventKind(StrEnum):
+    REGISTER = "register"
+    REGISTER_QUEUES = "registerQueues"
+    HEARTBEAT = "heartbeat"
+    UNREGISTER = "unregister"  # unregisterBroker with reason 'unregister'
+    CLOSE = "close"  # unregisterBroker with reason 'close' (connection closed or idle)
+    EXPIRE = "expire"
+    FENCED = "fenced"
+    CLEAN_QUEUES = "cleanQueues"
+    WIPE_PERM = "wipePerm"
+    ADD_PERM = "addPerm"
+    TOPIC_REGISTER = "topicRegister"
+    TOPIC_DELETE = "topicDelete"
+    KV_PUT = "kvPut"
+    KV_DELETE = "kvDelete"
+    CONFIG = "config"
+
+
+# unregisterBroker appends its `reason` argument as the kind: these are the reasons it accepts.
+REMOVAL_REASONS = (EventKind.UNREGISTER, EventKind.CLOSE)

@@ -1,0 +1,180 @@
+"""The Lua contract of a registration: one arguments object per script, statuses as enums.
+
+``registerBroker-15`` and ``registerBrokerTopics-10`` document their KEYS and ARGV in their
+headers; these objects are the only place that packs them, in that order, so a field is named
+once and a change to a script's ARGV is one edit here (and a test reads the headers back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, NamedTuple
+
+from namesrv.domain.codes import ORDER_TOPIC_CONFIG
+from namesrv.store.keyspace import Keyspace, live_member
+
+
+class RegisterStatus(IntEnum):
+    """First element of registerBroker's reply."""
+
+    REFUSED = 0  # R7: first registration of an id carrying exactly one topic
+    REGISTERED = 1
+    IGNORED = 2  # R6: an older stateVersion than the live registration of the same id
+    BODY_NEEDED = 3  # the raw body is not the last complete one: decode it and call again
+
+
+class TopicsStatus(IntEnum):
+    """First element of registerBrokerTopics' reply."""
+
+    APPLIED = 1
+    FENCED = -1  # a newer registration or an unregister owns the broker now: nothing written
+    DELTA_REFUSED = -4  # Redis no longer holds what the delta's earlier body wrote: send all topics
+
+
+class WriteMode(IntEnum):
+    """What registerBroker decided about the topic table (its reply's ``mode``)."""
+
+    NONE = 0  # topics untouched
+    ALL = 1  # upsert every topic whose queue differs
+    MISSING = 2  # add only the topics missing for the broker
+
+
+@dataclass(frozen=True)
+class BodyFacts:
+    """What registerBroker needs to know of a decoded body (ARGV[9]-[13] and [18])."""
+
+    data_version_json: str
+    state_version: int
+    filters_json: str | None  # None: the body sent no filterServerList
+    topic_count: int
+    digest: str  # of the sorted topic names
+    prune_leftovers: bool
+
+
+# the call that asks Redis to reuse the last complete registration of the same raw body
+UNDECODED = BodyFacts("", 0, None, 0, "", False)
+
+
+@dataclass(frozen=True)
+class RegisterBrokerArgs:
+    """KEYS and ARGV of ``registerBroker-15``."""
+
+    cluster: str
+    addr: str
+    broker_name: str
+    broker_id: int
+    ha_addr: str
+    zone: str | None
+    timeout_ms: int
+    acting: bool | None  # None: a 4.x broker that does not send enableActingMaster
+    token: str
+    return_order: bool
+    body_hash: str  # '' when the request had no raw body (the HTTP API)
+    body: BodyFacts = UNDECODED
+
+    def keys(self, k: Keyspace) -> list[str]:
+        return [
+            k.clusters,
+            k.brokers,
+            k.live,
+            k.deadlines,
+            k.dataversions,
+            k.filters,
+            k.pending,
+            k.epoch,
+            k.routever,
+            k.events,
+            k.bdigest,
+            k.kvns,
+            k.kv(ORDER_TOPIC_CONFIG),
+            k.alive(self.cluster, self.addr),
+            k.btopics(self.broker_name),
+        ]
+
+    def argv(self, worker_id: str, max_len: str) -> list[Any]:
+        b = self.body
+        return [
+            self.cluster,
+            self.addr,
+            self.broker_name,
+            self.broker_id,
+            self.ha_addr,
+            self.zone or "",
+            self.timeout_ms,
+            "" if self.acting is None else ("true" if self.acting else "false"),
+            b.data_version_json,
+            b.state_version,
+            "" if b.filters_json is None else b.filters_json,
+            b.topic_count,
+            b.digest,
+            self.token,
+            worker_id,
+            max_len,
+            "1" if self.return_order else "0",
+            "1" if b.prune_leftovers else "0",
+            self.body_hash,
+        ]
+
+
+class TopicWrite(NamedTuple):  # a tuple: registrations build 10,000 at a time
+    topic: str
+    queue_data_json: str  # QueueData.to_json()'s layout: the script reads topicSysFlag from it
+
+
+@dataclass(frozen=True)
+class RegisterTopicsArgs:
+    """KEYS and ARGV of one ``registerBrokerTopics-10`` chunk."""
+
+    cluster: str
+    addr: str
+    broker_name: str
+    token: str
+    final: bool
+    chunk_no: int
+    writes: Sequence[TopicWrite]
+    removals: Sequence[str] = ()
+    mappings: Mapping[str, str] | None = None
+    delta_base: str = ""  # a delta chunk: the hash of the earlier body it is against
+
+    def keys(self, k: Keyspace) -> list[str]:
+        mappings = self.mappings or {}
+        return (
+            [
+                k.pending,
+                k.topics,
+                k.topicflags,
+                k.btopics(self.broker_name),
+                k.dataversions,
+                k.bdigest,
+                k.routever,
+                k.events,
+                k.live,
+                k.bsync,
+            ]
+            + [k.topic(w.topic) for w in self.writes]
+            + [k.topic(t) for t in self.removals]
+            + [k.mapping(t) for t in mappings]
+        )
+
+    def argv(self, max_len: str, k: Keyspace) -> list[Any]:
+        mappings = self.mappings or {}
+        args: list[Any] = [
+            live_member(self.cluster, self.addr),
+            self.broker_name,
+            self.token,
+            "1" if self.final else "0",
+            len(self.writes),
+            len(self.removals),
+            len(mappings),
+            max_len,
+            self.chunk_no,
+            self.delta_base,
+            len(k.topic("")),  # an upsert's topic is its key after this prefix
+        ]
+        args += [w.queue_data_json for w in self.writes]
+        args += self.removals
+        for t, info in mappings.items():
+            args += [t, info]
+        return args

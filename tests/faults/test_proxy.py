@@ -1,0 +1,147 @@
+"""The fault proxy itself: transparent by default, and each fault does what it says."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from tests.faults.proxy import FaultProxy, ProxyThread
+from tests.redis_server import local_redis
+
+pytestmark = pytest.mark.faults
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[FaultProxy]:
+    open_writers: set[asyncio.StreamWriter] = set()
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        open_writers.add(writer)
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(4096):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    p = FaultProxy("127.0.0.1", server.sockets[0].getsockname()[1])
+    await p.start()
+    yield p
+    await p.stop()
+    server.close()
+    for w in open_writers:
+        w.transport.abort()
+    await server.wait_closed()
+    await asyncio.sleep(0.05)  # let the aborted transports finish closing before the loop does
+
+
+async def _connect(p: FaultProxy) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", p.port)
+
+
+async def _roundtrip(r: asyncio.StreamReader, w: asyncio.StreamWriter, data: bytes) -> bytes:
+    w.write(data)
+    await w.drain()
+    return await r.readexactly(len(data))
+
+
+async def test_forwards_bytes_unchanged(proxy: FaultProxy) -> None:
+    r, w = await _connect(proxy)
+    payload = bytes(range(256)) * 1000
+    assert await _roundtrip(r, w, payload) == payload
+    assert proxy.open_connections == 1
+    w.close()
+
+
+async def test_latency_delays_each_direction(proxy: FaultProxy) -> None:
+    r, w = await _connect(proxy)
+    await _roundtrip(r, w, b"warm")
+    proxy.latency(0.2)
+    started = time.monotonic()
+    assert await _roundtrip(r, w, b"slow") == b"slow"
+    assert time.monotonic() - started >= 0.4  # 0.2 s out + 0.2 s back: a lower bound only
+    proxy.heal()
+    assert proxy.delay == 0.0
+    w.close()
+
+
+async def test_pause_holds_bytes_until_resume(proxy: FaultProxy) -> None:
+    r, w = await _connect(proxy)
+    await _roundtrip(r, w, b"warm")
+    proxy.pause()
+    w.write(b"held")
+    await w.drain()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(r.readexactly(4), 0.3)
+    proxy.resume()
+    assert await asyncio.wait_for(r.readexactly(4), 5) == b"held"
+    w.close()
+
+
+async def test_blackhole_drops_bytes_and_swallows_new_connections(proxy: FaultProxy) -> None:
+    r, w = await _connect(proxy)
+    await _roundtrip(r, w, b"warm")
+    proxy.blackhole(True)
+    w.write(b"lost")
+    await w.drain()
+    r2, w2 = await _connect(proxy)
+    w2.write(b"also lost")
+    await w2.drain()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(r.readexactly(1), 0.3)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(r2.readexactly(1), 0.1)
+    assert proxy.dropped_bytes == len(b"lost") + len(b"also lost")
+    proxy.blackhole(False)
+    assert await _roundtrip(r, w, b"back") == b"back"  # dropped bytes stay dropped
+    w.close()
+    w2.close()
+
+
+async def test_reset_aborts_every_connection(proxy: FaultProxy) -> None:
+    conns = [await _connect(proxy) for _ in range(3)]
+    for r, w in conns:
+        await _roundtrip(r, w, b"x")
+    assert proxy.reset() == 3
+    for r, w in conns:
+        with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
+            await asyncio.wait_for(r.readexactly(1), 5)
+        w.close()
+    assert proxy.open_connections == 0
+    r, w = await _connect(proxy)  # new connections work at once
+    assert await _roundtrip(r, w, b"again") == b"again"
+    w.close()
+
+
+async def test_thread_proxy_in_front_of_a_real_redis() -> None:
+    with local_redis() as redis_url:
+        await _through_proxy(redis_url)
+
+
+async def _through_proxy(redis_url: str) -> None:
+    host_port = redis_url.split("//")[1].split("/")[0]
+    host, _, port = host_port.rpartition(":")
+    proxy = ProxyThread(host, int(port))
+    client = Redis.from_url(proxy.url, socket_timeout=0.5)
+    try:
+        assert await client.ping() is True
+        proxy.pause()
+        with pytest.raises(Exception, match="Timeout"):
+            await client.ping()
+        proxy.heal()
+        await client.aclose()
+        client = Redis.from_url(proxy.url, socket_timeout=0.5)
+        assert await client.ping() is True
+        assert proxy.reset() == 1
+        with pytest.raises(RedisConnectionError):
+            await client.ping()  # the RST reaches the client...
+        assert await client.ping() is True  # ...which reconnects through the proxy
+    finally:
+        await client.aclose()
+        proxy.close()

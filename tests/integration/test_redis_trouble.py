@@ -1,0 +1,169 @@
+"""Workers when their Redis restarts empty or stalls: a real redis-server process per test, which
+the test restarts on the same port or stops with SIGSTOP, and two workers on it."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from namesrv.config import Settings
+from namesrv.keys import REMOTING
+from namesrv.procs import die_with_parent
+from namesrv.sim.client import RemotingClient
+from namesrv.store.embedded import free_port
+from tests.builders import register_json
+from tests.conftest import close_client, start_client
+
+
+class RedisProcess:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = tempfile.TemporaryDirectory(prefix="namesrv-trouble-")
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            "redis-server",
+            *("--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"),
+            *("--dir", self.dir.name),
+            stdout=subprocess.DEVNULL,
+            preexec_fn=die_with_parent(),
+        )
+        for _ in range(200):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.close()
+                return
+            except OSError:
+                await asyncio.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+            await self.proc.wait()
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, sig)
+
+
+@pytest.fixture
+async def redis_process() -> AsyncIterator[RedisProcess]:
+    server = RedisProcess()
+    await server.start()
+    yield server
+    await server.stop()
+    server.dir.cleanup()
+
+
+@pytest.fixture
+async def pair(settings: Settings, redis_process: RedisProcess) -> AsyncIterator[list[Any]]:
+    shaped = dataclasses.replace(settings, redisUrl=redis_process.url)
+    apps = [await start_client(shaped), await start_client(shaped)]
+    yield apps
+    for app in apps:
+        await close_client(app)
+
+
+async def lookup(client: RemotingClient, topic: str) -> tuple[int, float]:
+    started = time.monotonic()
+    reply = await client.invoke(105, {"topic": topic}, timeout=10)
+    return reply.code, time.monotonic() - started
+
+
+async def remoting(app: Any) -> RemotingClient:
+    return await RemotingClient.connect(f"127.0.0.1:{app.app[REMOTING].port}")
+
+
+async def test_after_redis_restarts_empty_every_worker_agrees_with_it_within_2_s(
+    pair: list[Any], redis_process: RedisProcess
+) -> None:
+    resp = await pair[0].post("/v1/brokers/register", json=register_json(topics=["T1", "T2"]))
+    assert resp.status == 200
+    clients = [await remoting(app) for app in pair]
+    try:
+        for client in clients:
+            for _ in range(3):  # cached on both workers
+                assert (await lookup(client, "T1"))[0] == 0
+                await asyncio.sleep(0.05)
+        await redis_process.stop()  # SIGKILL with no persistence: the registry is gone
+        await redis_process.start()
+        restarted = time.monotonic()
+        agreed: dict[int, float] = {}
+        while len(agreed) < len(clients) and time.monotonic() - restarted < 10:
+            for i, client in enumerate(clients):
+                if i not in agreed and (await lookup(client, "T1"))[0] == 17:  # TOPIC_NOT_EXIST
+                    agreed[i] = time.monotonic() - restarted
+            await asyncio.sleep(0.02)
+        assert len(agreed) == 2 and max(agreed.values()) < 2.0, agreed
+        for app in pair:
+            text = await (await app.get("/metrics")).text()
+            assert 'namesrv_redis_resets_total{reason="data"} 1.0' in text
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+async def test_during_a_redis_stall_cached_routes_answer_at_once_and_others_fail_fast(
+    pair: list[Any], redis_process: RedisProcess
+) -> None:
+    resp = await pair[0].post("/v1/brokers/register", json=register_json(topics=["T1", "T2"]))
+    assert resp.status == 200
+    client = await remoting(pair[1])
+    try:
+        for _ in range(3):
+            assert (await lookup(client, "T1"))[0] == 0
+            await asyncio.sleep(0.05)
+        redis_process.signal(signal.SIGSTOP)
+        stalled = time.monotonic()
+        cached: list[float] = []
+        while time.monotonic() - stalled < 2.5:
+            code, took = await lookup(client, "T1")
+            assert code == 0
+            cached.append(took)
+            await asyncio.sleep(0.01)
+        assert max(cached) < 0.1, max(cached)
+        code, took = await lookup(client, "T2")  # never looked up: not cached
+        assert code == 1 and took < 1.2
+        resp = await pair[1].post(
+            "/v1/brokers/register", json=register_json(name="broker-b", topics=["T3", "T4"])
+        )
+        assert resp.status == 503
+        body = await resp.json()
+        assert body["remark"].startswith("Redis unavailable")
+        ready = await pair[1].get("/readyz")
+        assert ready.status == 503
+        redis_process.signal(signal.SIGCONT)
+        for _ in range(100):
+            code, _ = await lookup(client, "T2")
+            if code == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert code == 0
+        assert (await pair[1].get("/readyz")).status == 200
+        text = await (await pair[1].get("/metrics")).text()
+        outage = next(
+            line
+            for line in text.splitlines()
+            if line.startswith('namesrv_route_cache_lookups_total{result="outage"}')
+        )
+        assert float(outage.split()[-1]) >= len(cached) - 10
+        errors = next(line for line in text.splitlines() if line.startswith("namesrv_redis_errors_total"))
+        assert float(errors.split()[-1]) >= 1  # the registration refused during the stall
+    finally:
+        await client.aclose()

@@ -1,0 +1,84 @@
+"""The registration scripts and their Python arguments objects agree: KEYS and ARGV counts, in the
+order the headers document, and every status the scripts return has an enum member."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from namesrv.store.keyspace import Keyspace
+from namesrv.store.registration_args import (
+    BodyFacts,
+    RegisterBrokerArgs,
+    RegisterStatus,
+    RegisterTopicsArgs,
+    TopicsStatus,
+    TopicWrite,
+    WriteMode,
+)
+
+LUA = Path(__file__).resolve().parents[2] / "lua"
+
+
+def header(name: str) -> str:
+    (path,) = LUA.glob(f"{name}-*.lua")
+    found = re.match(r"--\[\[(.*?)\]\]", path.read_text(), re.S)
+    assert found
+    return found.group(1)
+
+
+def fixed_argv(text: str) -> list[int]:
+    return [int(i) for i in re.findall(r"^  ARGV\[(\d+)\] ", text, re.M)]
+
+
+def key_names(text: str) -> list[str]:
+    return re.findall(r"^\s*KEYS\[\d+\]\s+(\S+)", text, re.M)
+
+
+def test_register_broker_args_match_the_header() -> None:
+    text = header("registerBroker")
+    args = RegisterBrokerArgs(
+        "c",
+        "a:1",
+        "b",
+        0,
+        "a:2",
+        None,
+        30000,
+        None,
+        "tok",
+        False,
+        "h",
+        BodyFacts("{}", 0, None, 2, "d", False),
+    )
+    keys = args.keys(Keyspace("ns"))
+    assert len(keys) == len(key_names(text)) == 15
+    assert fixed_argv(text) == list(range(1, len(args.argv("w", "100")) + 1))
+    # the header names each key's pattern; the object fills the same ones, in that order
+    for pattern, key in zip(key_names(text), keys, strict=True):
+        assert key.startswith(pattern.split("<", 1)[0])
+    for status in RegisterStatus:
+        assert re.search(rf"status {status.value}\b|{status.value} [a-z]", text), status
+    for mode in WriteMode:
+        assert f"{mode.value} " in text.split("mode", 1)[1]
+
+
+def test_register_topics_args_match_the_header() -> None:
+    text = header("registerBrokerTopics")
+    chunk = RegisterTopicsArgs(
+        "c", "a:1", "b", "tok", True, 0, [TopicWrite("T", "{}")], ["R"], {"M": "{}"}, "base"
+    )
+    keys = chunk.keys(Keyspace("ns"))
+    fixed = key_names(text)
+    assert len(fixed) == 10
+    assert keys[len(fixed) :] == ["{ns}:topic:T", "{ns}:topic:R", "{ns}:mapping:M"]
+    for pattern, key in zip(fixed, keys, strict=False):
+        assert key.startswith(pattern.split("<", 1)[0])
+    argv = chunk.argv("100", Keyspace("ns"))
+    documented = fixed_argv(text)
+    assert documented == list(range(1, len(documented) + 1))
+    assert argv[len(documented) :] == ["{}", "R", "M", "{}"]
+    assert keys[len(fixed)][argv[10] :] == "T"  # the topic is its key after the prefix
+    assert argv[4:7] == [1, 1, 1]  # U, R, M
+    for status in TopicsStatus:
+        assert re.search(rf"(status |; ){status.value} ", text) or f"\n    {status.value} " in text, status
