@@ -23,7 +23,7 @@ from typing import cast
 
 from aiohttp import web
 
-from bench.loops import run_fast
+from bench.loops import quiet_gc, run_fast
 
 _PREFIX = struct.Struct(">iI")
 _OPAQUE_KEY = b'"opaque":'
@@ -116,6 +116,7 @@ def main() -> None:
     parser.add_argument("--remoting-body", type=Path, required=True, help="route reply body (bytes)")
     parser.add_argument("--http-body", type=Path, required=True, help="HTTP route JSON (bytes)")
     args = parser.parse_args()
+    quiet_gc()
     coro = serve(
         args.remoting_port, args.http_port, args.remoting_body.read_bytes(), args.http_body.read_bytes()
     )

@@ -42,7 +42,7 @@ from typing import Any, Literal, cast
 
 import orjson
 
-from bench.loops import new_loop
+from bench.loops import new_loop, quiet_gc
 from bench.stats import percentile_ms
 
 _PREFIX = struct.Struct(">iI")
@@ -490,6 +490,7 @@ def _process_main(pipe: Connection) -> None:
         job = pipe.recv()
         if job is None:
             break
+        quiet_gc()
         try:
             result = loop.run_until_complete(run_job(job))
         except Exception:

@@ -10,7 +10,6 @@ is asserted as under 2 s (the 1 s deadline plus 1 s of scheduling margin).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import os
