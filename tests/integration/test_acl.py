@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 
 from namesrv.app import create_app
 from namesrv.config import ConfigError, Settings
-from namesrv.domain.codes import RequestCode
+from namesrv.domain.codes import RequestCode, ResponseCode
 from namesrv.keys import AUTHORIZER, REMOTING
 from namesrv.protocol.remoting import RemotingCommand
 from namesrv.security.http_auth import authorization_header
@@ -468,3 +468,17 @@ async def test_namesrv_sim_signs_every_request_with_an_account(
     counts = await decisions(enforcing)
     assert [k for k in counts if 'result="allowed"' not in k] == []  # registrations, beats, unregister
     assert counts['{mode="enforcing",reason="signed",result="allowed"}'] >= 4.0
+
+
+async def test_a_reconnected_sim_broker_still_signs_as_its_account(enforcing: Node) -> None:
+    """namesrv-sim reconnects after a dropped connection: the new connection must keep signing,
+    or an enforcing worker refuses every request from then on and the broker retries forever."""
+    first = await RemotingClient.connect(enforcing.addr, version=399, language="CPP", credentials=PLAIN)
+    first.abort()
+    again = await first.reopen(enforcing.addr)
+    try:
+        assert (again.version, again.language, again.credentials) == (399, "CPP", PLAIN)
+        reply = await again.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "NoSuchTopic"})
+        assert reply.code == ResponseCode.TOPIC_NOT_EXIST  # signed and admitted, then not found
+    finally:
+        again.abort()

@@ -83,7 +83,7 @@ async def keep_registered(
     while not stop.is_set():
         try:
             if broker.client.closed.is_set():
-                broker.client = await RemotingClient.connect(address)
+                broker.client = await broker.client.reopen(address)
             await broker.run(stop, period=args.period, heartbeat=args.heartbeat, stats=stats)
             break
         except RETRYABLE as exc:

@@ -55,6 +55,17 @@ class RemotingClient(asyncio.Protocol):
         _, client = await loop.create_connection(lambda: cls(**kwargs), host or "127.0.0.1", int(port))  # type: ignore[arg-type]
         return client
 
+    async def reopen(self, address: str) -> RemotingClient:
+        """A new connection to ``address`` that speaks and signs as this one did: a broker that
+        reconnects keeps its version, language, serialization and ACL account."""
+        return await RemotingClient.connect(
+            address,
+            version=self.version,
+            language=self.language,
+            serialize_type=self.serialize_type,
+            credentials=self.credentials,
+        )
+
     # ---- asyncio.Protocol ----
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
