@@ -1,329 +1,37 @@
-"""The targets of the issue, checked against a run's results, and the one table ``make bench``
-prints (the same text is stored in the JSON as ``table``)."""
+"""The one table ``make bench`` prints (the same text is stored in the JSON as ``table``)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
-JAVA_ROUTE_QPS = 31_000  # Java NameServer on a 2-core machine, client-bound (issue)
-CEILING_RATIO = 0.80
-P99_MS = 5.0
-NEW_10K_MS = 50.0
-UNCHANGED_10K_MS = 5.0
-BUMPED_10K_MS = 10.0  # one topic of 10k changed
-STEADY_LUA_MS = 1.0
-NEW_10K_LUA_MS = 25.0
-SILENT_LAG_MS = 1000  # gone within timeout + 1 s: at most 1 s after the deadline
-CRASH_LAG_MS = 1000
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    value: str
-    target: str
-    result: str  # PASS, MISS or N/A
-    note: str = ""
-
-
-def _verdict(ok: bool | None) -> str:
-    return "N/A" if ok is None else ("PASS" if ok else "MISS")
-
-
-def _find(rows: Sequence[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
-    for row in rows:
-        if all(row["scenario"].get(k) == v for k, v in match.items()):
-            return row
-    return None
-
-
-def ceiling_ratio(rows: Sequence[dict[str, Any]], row: dict[str, Any]) -> float | None:
-    s = row["scenario"]
-    ceiling = _find(rows, protocol=s["protocol"], server="ceiling", size=s["size"], load="peak")
-    if ceiling is None or not ceiling["rps"]:
-        return None
-    return float(row["rps"]) / float(ceiling["rps"])
-
-
-NOISY_CORES = 0.25  # other processes used more than this during a window: say so next to it
-LOAD_BOUND = 0.85  # a load process this busy may itself be the bottleneck
-SETTLE_LIMIT = 29.0  # bench.procs.settle gave up waiting for the servers to go idle
-
-
-def _errors_note(row: dict[str, Any]) -> str:
-    notes = []
-    if row["errors"]:
-        notes.append(f"{row['errors']} error replies {row['error_codes']}")
-    other = row["cores"].get("other", 0.0)
-    if other > NOISY_CORES:
-        notes.append(f"other processes used {other:.2f} cores")
-    if row.get("settle_seconds", 0.0) >= SETTLE_LIMIT:
-        notes.append("the servers were still busy with the previous phase's backlog")
-    if row["loadgen_core_max"] > LOAD_BOUND:
-        notes.append(f"a load process was {row['loadgen_core_max']:.0%} busy: the generator may be the limit")
-    return "; ".join(notes)
-
-
-def _phase_noise(row: dict[str, Any]) -> str:
-    other = row.get("phase_cores", {}).get("other", 0.0)
-    return f"other processes used {other:.2f} cores" if other > NOISY_CORES else ""
-
-
-def _workers(n: int) -> str:
-    return f"{n} worker{'s' if n != 1 else ''}"
-
-
-def evaluate(result: dict[str, Any]) -> list[Target]:
-    targets: list[Target] = []
-    rows: list[dict[str, Any]] = result.get("lookups", [])
-    lf = result["config"]["load_fraction"]
-    # --- route lookups vs the ceiling, per worker ---
-    for size in result["config"]["fleet_sizes"]:
-        for pattern in ("hot", "spread"):
-            row = _find(rows, protocol="remoting", server="fleet", size=size, pattern=pattern, load="peak")
-            name = f"route lookups ÷ bare ceiling, {_workers(size)}, remoting {pattern}"
-            if row is None:
-                if rows:
-                    targets.append(Target(name, "-", f"≥ {CEILING_RATIO:.0%}", "N/A", "not measured"))
-                continue
-            ratio = ceiling_ratio(rows, row)
-            value = "-" if ratio is None else f"{ratio:.0%} ({row['rps']:,.0f}/s)"
-            ok = None if ratio is None else ratio >= CEILING_RATIO and not row["errors"]
-            targets.append(Target(name, value, f"≥ {CEILING_RATIO:.0%}", _verdict(ok), _errors_note(row)))
-    # --- 2 workers vs the Java NameServer ---
-    for pattern in ("hot", "spread"):
-        row = _find(rows, protocol="remoting", server="fleet", size=2, pattern=pattern, load="peak")
-        if row is not None:
-            ok = row["rps"] >= JAVA_ROUTE_QPS and not row["errors"]
-            targets.append(
-                Target(
-                    f"route lookups, 2 workers, remoting {pattern}",
-                    f"{row['rps']:,.0f}/s",
-                    f"≥ {JAVA_ROUTE_QPS:,}/s (Java)",
-                    _verdict(ok),
-                    _errors_note(row),
-                )
-            )
-    # --- p99 at 80% of peak ---
-    for row in rows:
-        s = row["scenario"]
-        if s["server"] != "fleet" or s["load"] == "peak" or s["protocol"] != "remoting":
-            continue
-        achieved = row["rps"] / row["target_rate"] if row["target_rate"] else 0.0
-        note = _errors_note(row)
-        if achieved < 0.95:
-            note = (note + "; " if note else "") + f"only {achieved:.0%} of the offered rate was served"
-        ok = row["p99_ms"] <= P99_MS and achieved >= 0.95 and not row["errors"]
-        targets.append(
-            Target(
-                f"p99 at {lf:.0%} of peak, {_workers(s['size'])}, remoting {s['pattern']}",
-                f"{row['p99_ms']:.2f} ms @ {row['rps']:,.0f}/s",
-                f"≤ {P99_MS:g} ms",
-                _verdict(ok),
-                note,
-            )
-        )
-    # --- registration ---
-    regs: list[dict[str, Any]] = [
-        r for r in result.get("registration", []) if r.get("target", "fleet") == "fleet"
-    ]
-    if regs:
-        size = max(r["topics"] for r in regs)
-        label = f"{size // 1000}k" if size >= 1000 and size % 1000 == 0 else str(size)
-        scale = "" if size == 10_000 else f" (sized {label}; target is for 10k)"
-        for kind, limit in (("new", NEW_10K_MS), ("unchanged", UNCHANGED_10K_MS), ("bumped", BUMPED_10K_MS)):
-            row = next((r for r in regs if r["topics"] == size and r["kind"] == kind), None)
-            if row is None:
-                continue
-            targets.append(
-                Target(
-                    f"REGISTER_BROKER {kind}, {label} topics (median of {len(row['runs'])})",
-                    f"{row['median_ms']:.1f} ms (max {row['max_ms']:.1f})",
-                    f"≤ {limit:g} ms",
-                    _verdict(row["median_ms"] <= limit),
-                    "; ".join(n for n in (scale.strip(), _phase_noise(row)) if n),
-                )
-            )
-        new = next((r for r in regs if r["topics"] == size and r["kind"] == "new"), None)
-        if new is not None:
-            targets.append(
-                Target(
-                    f"longest Lua call, new {label}-topic broker",
-                    f"{new['lua_max_ms']:.2f} ms ({new['lua_max_script']})",
-                    f"< {NEW_10K_LUA_MS:g} ms",
-                    _verdict(new["lua_max_ms"] < NEW_10K_LUA_MS),
-                    scale.strip(),
-                )
-            )
-    # --- steady-state Lua ---
-    steady = result.get("steady")
-    if steady:
-        every = steady["lua"].get("*")
-        if every:
-            slow = every.get("over_1ms", 0)
-            note = (
-                f"{slow:.0f} of {every['calls']:,.0f} calls ≥ 1 ms; p99.9 {every['p999_us']:.0f} µs"
-                if slow
-                else ""
-            )
-            other = steady.get("cores", {}).get("other", 0.0)
-            if other > NOISY_CORES:
-                note += ("; " if note else "") + f"other processes used {other:.2f} cores"
-            targets.append(
-                Target(
-                    "longest Lua call, steady state (reads, heartbeats, unchanged)",
-                    f"{every['max_us'] / 1000:.3f} ms ({every['longest_script']})",
-                    f"< {STEADY_LUA_MS:g} ms",
-                    _verdict(every["max_us"] / 1000 < STEADY_LUA_MS),
-                    note,
-                )
-            )
-    # --- liveness ---
-    liveness = result.get("liveness", {})
-    silent = liveness.get("silent")
-    if silent:
-        timeout = silent["timeout_ms"]
-        missing = silent["brokers"] - silent["removed"]
-        value = (
-            "-"
-            if silent["max_ms"] is None
-            else f"timeout + {silent['max_ms']} ms (max of {silent['removed']})"
-        )
-        ok = None if silent["max_ms"] is None else silent["max_ms"] <= SILENT_LAG_MS and not missing
-        targets.append(
-            Target(
-                f"silent broker removed (timeout {timeout} ms)",
-                value,
-                "≤ timeout + 1 s",
-                _verdict(ok if silent["removed"] else False),
-                f"{missing} not removed" if missing else "",
-            )
-        )
-    crashed = liveness.get("crashed")
-    if crashed:
-        missing = crashed["brokers"] - crashed["removed"]
-        value = "-" if crashed["max_ms"] is None else f"{crashed['max_ms']} ms (max of {crashed['removed']})"
-        ok = None if crashed["max_ms"] is None else crashed["max_ms"] <= CRASH_LAG_MS and not missing
-        targets.append(
-            Target(
-                "crashed broker removed after connection reset",
-                value,
-                "≤ 1 s",
-                _verdict(ok if crashed["removed"] else False),
-                f"{missing} not removed" if missing else "",
-            )
-        )
-    return targets
-
-
-# ---- rendering ----------------------------------------------------------------------------------
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int] | None = None) -> list[str]:
-    right = right or set()
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(parts).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-
-
-def _num(value: float | None, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return format(value, fmt)
-
-
-def _mib(n: float) -> str:
-    return f"{n / 1048576:.1f} MiB"
+from bench.side_by_side import side_by_side
+from bench.tables import mib as _mib
+from bench.tables import num as _num
+from bench.tables import table as _table
+from bench.targets import NOISY_CORES, Target, ceiling_ratio, workers_label
 
 
 def _servers(s: dict[str, Any]) -> str:
     if s["server"] == "fleet":
-        return _workers(s["size"])
+        return workers_label(s["size"])
     if s["server"] == "ceiling":
         return f"{s['size']}× ceiling"
     return f"peer {s['server']}"
 
 
-def side_by_side(result: dict[str, Any]) -> list[str]:
-    """Ours (1 worker) next to every peer, scenario by scenario, with peer ÷ ours ratios."""
-    peers: list[str] = [str(p).split("=", 1)[0] for p in result.get("config", {}).get("peers", [])]
-    if not peers:
-        return []
-    lookups: list[dict[str, Any]] = result.get("lookups", [])
-
-    def lookup(server: str, pattern: str, load: str) -> dict[str, Any] | None:
-        return next(
-            (
-                r
-                for r in lookups
-                if r["scenario"]["server"] == server
-                and r["scenario"]["pattern"] == pattern
-                and r["scenario"]["load"] == load
-                and r["scenario"]["protocol"] == "remoting"
-                and (server != "fleet" or r["scenario"]["size"] == 1)
-            ),
-            None,
-        )
-
-    def ratio(a: float | None, b: float | None) -> str:
-        return f"{a / b:.2f}×" if a and b else "-"
-
-    rows: list[list[str]] = []
-    for pattern in ("hot", "spread"):
-        for load in sorted({r["scenario"]["load"] for r in lookups}, key=lambda x: x != "peak"):
-            ours = lookup("fleet", pattern, load)
-            if ours is None:
-                continue
-            for metric, key, fmt in (
-                ("req/s", "rps", ",.0f"),
-                ("p99 ms", "p99_ms", ".2f"),
-                ("server µs/lookup", "server_us_per_request", ".1f"),
-            ):
-                line = [f"lookup {pattern} {load}", metric, _num(ours.get(key), fmt)]
-                for name in peers:
-                    theirs = lookup(name, pattern, load)
-                    value = theirs.get(key) if theirs else None
-                    line += ["n/a" if value is None else _num(value, fmt), ratio(value, ours.get(key))]
-                rows.append(line)
-    regs: list[dict[str, Any]] = result.get("registration", [])
-    for r in (r for r in regs if r.get("target", "fleet") == "fleet"):
-        line = [f"REGISTER_BROKER {r['kind']} {r['topics']:,}", "median ms", f"{r['median_ms']:.1f}"]
-        for name in peers:
-            theirs = next(
-                (
-                    x
-                    for x in regs
-                    if x.get("target") == name and x["kind"] == r["kind"] and x["topics"] == r["topics"]
-                ),
-                None,
-            )
-            value = theirs["median_ms"] if theirs else None
-            line += ["n/a" if value is None else f"{value:.1f}", ratio(value, r["median_ms"])]
-        rows.append(line)
-    headers = ["measurement", "unit", "ours (1 worker)"]
-    for name in peers:
-        headers += [name, f"{name} ÷ ours"]
-    return [
-        "Side by side: one worker and each peer, same scenario, run in turns "
-        "(µs/lookup = server CPU per lookup; n/a without the peer's pid)",
-        *_table(headers, rows, right=set(range(2, len(headers)))),
-        "",
-    ]
-
-
 def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
-    meta, cfg = result["meta"], result["config"]
+    out = _header(result) + _lookups_section(result) + _registration_section(result)
+    out += side_by_side(result)
+    out += _steady_section(result) + _liveness_section(result) + _memory_section(result)
+    out += _closing_section(result, targets)
+    return "\n".join(out)
+
+
+def _header(result: dict[str, Any]) -> list[str]:
+    """What ran where: the machine, the software, the fleet, the load."""
     out: list[str] = []
+    meta, cfg = result["meta"], result["config"]
     head = f"namesrv-fleet bench · {meta['started']} · git {meta['git']}"
     if cfg.get("label"):
         head += f" · {cfg['label']}"
@@ -367,7 +75,12 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
     if cfg.get("smoke"):
         out.append("SMOKE RUN: tiny sizes, checks that the harness works; the numbers mean nothing")
     out.append("")
+    return out
 
+
+def _lookups_section(result: dict[str, Any]) -> list[str]:
+    """Route lookups, one row per scenario, with who used the cores."""
+    out: list[str] = []
     rows: list[dict[str, Any]] = result.get("lookups", [])
     if rows:
         out.append(
@@ -434,14 +147,21 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
         )
         slow = [(r["scenario"], r["lua_over_1ms"]["*"]) for r in rows if r["lua_over_1ms"].get("*")]
         for s, lua in slow:
-            servers = _workers(s["size"]) if s["server"] == "fleet" else f"{s['size']}× ceiling (background)"
+            servers = (
+                workers_label(s["size"]) if s["server"] == "fleet" else f"{s['size']}× ceiling (background)"
+            )
             out.append(
                 f"  ! {s['protocol']}, {servers}, {s['pattern']}, {s['load']}: "
                 f"{lua['calls']:.0f} Lua calls ≥ 1 ms, longest {lua['max_us'] / 1000:.2f} ms "
                 f"({lua['longest_script']})"
             )
         out.append("")
+    return out
 
+
+def _registration_section(result: dict[str, Any]) -> list[str]:
+    """REGISTER_BROKER timings, one row per target, size and kind."""
+    out: list[str] = []
     regs: list[dict[str, Any]] = result.get("registration", [])
     if regs:
         other = regs[0].get("phase_cores", {}).get("other")
@@ -486,8 +206,12 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
             right={1, 3, 4, 5, 6, 7, 8, 9, 10, 11},
         )
         out.append("")
-    out += side_by_side(result)
+    return out
 
+
+def _steady_section(result: dict[str, Any]) -> list[str]:
+    """Lua call times while the fleet idles along as in production."""
+    out: list[str] = []
     steady = result.get("steady")
     if steady:
         counts = steady["counts"]
@@ -536,7 +260,13 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
             )
         )
         out.append("")
+    return out
 
+
+def _liveness_section(result: dict[str, Any]) -> list[str]:
+    """How long after its deadline a silent or crashed broker was gone."""
+    out: list[str] = []
+    cfg = result["config"]
     liveness = result.get("liveness", {})
     if liveness:
         out.append(f"Liveness (removal seen in the change log; workers sweep every {cfg['sweep_ms']} ms)")
@@ -555,7 +285,12 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
                 f"({crashed['lags_ms']})"
             )
         out.append("")
+    return out
 
+
+def _memory_section(result: dict[str, Any]) -> list[str]:
+    """Redis bytes per 10k topics and the workers' RSS."""
+    out: list[str] = []
     mem = result.get("memory")
     rss = result.get("rss", {})
     if mem or rss:
@@ -580,7 +315,12 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
             )
             out.append(f"  worker RSS {when}: {text}")
         out.append("")
+    return out
 
+
+def _closing_section(result: dict[str, Any], targets: Sequence[Target]) -> list[str]:
+    """Failed phases, then the targets with their verdicts."""
+    out: list[str] = []
     if result.get("failures"):
         out.append("FAILED PHASES")
         out += [f"  {name}: {err}" for name, err in result["failures"].items()]
@@ -593,8 +333,4 @@ def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
     )
     counts = {k: sum(1 for t in targets if t.result == k) for k in ("PASS", "MISS", "N/A")}
     out.append(f"{counts['PASS']} PASS, {counts['MISS']} MISS, {counts['N/A']} N/A")
-    return "\n".join(out)
-
-
-def targets_json(targets: Sequence[Target]) -> list[dict[str, str]]:
-    return [asdict(t) for t in targets]
+    return out

@@ -37,8 +37,9 @@ from bench.lookups import run_lookups
 from bench.loops import loop_name, run_fast
 from bench.redisstats import redis_version
 from bench.registration import run_registration
-from bench.report import evaluate, render, targets_json
+from bench.report import render
 from bench.steady import run_steady
+from bench.targets import evaluate, targets_json
 
 LOOKUP_PHASES = ("memory", "remoting", "http", "steady")
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from bench.ceiling import CeilingProtocol, ReplyTemplate
 from bench.loadgen import OPAQUE_BASE, LoadJob, remoting_request_parts, run_job, summarize
-from bench.report import Target, render
+from bench.report import render
+from bench.targets import Target
 
 from namesrv.protocol.remoting import RemotingCommand, decode_frame, encode, response_to
 
