@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.fleet import Bench, cache_outcomes
-from bench.loadgen import LoadJob, Protocol
+from bench.load_jobs import LoadJob, Protocol
 from bench.procs import CpuMeter, settle, with_other
 from bench.redisstats import LUA_COMMANDS, commandstats, lua_summary, reset_stats
 

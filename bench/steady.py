@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from bench.fleet import LONG_TIMEOUT_MS, Bench
-from bench.loadgen import LoadJob
+from bench.load_jobs import LoadJob
 from bench.procs import CpuMeter, with_other
 from bench.redisstats import lua_summary
 from namesrv.sim.broker import SimBroker, topic_configs

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from bench.ceiling import CeilingProtocol, ReplyTemplate
-from bench.loadgen import OPAQUE_BASE, LoadJob, remoting_request_parts, run_job, summarize
+from bench.load_jobs import LoadJob, summarize
+from bench.loadgen import OPAQUE_BASE, remoting_request_parts, run_job
 from bench.report import render
 from bench.targets import Target
 
