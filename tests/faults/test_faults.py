@@ -4,7 +4,7 @@ full length).
 
 Bounds are the issue's, with margins for a loaded 2-core machine where a bound is a time: the
 agreement bound is 2 s as stated; "cached lookups under 100 ms" is asserted on the 99th percentile
-(the maximum is printed, and bounded by 1 s: no hang); "uncached lookups fail within about 1 s"
+(the maximum by the client's 3 s timeout: no hang); "uncached lookups fail within about 1 s"
 is asserted as under 2 s (the 1 s deadline plus 1 s of scheduling margin).
 """
 
@@ -142,14 +142,21 @@ def test_connection_resets_fail_almost_nothing_and_serve_nothing_stale(single: d
     assert f.agree_s is not None and f.agree_s <= AGREE_BOUND_S
 
 
-def test_blackhole_cached_lookups_keep_answering(single: dict[str, Figures]) -> None:
-    f = single["blackhole"]
+CACHED_P99_MS = 100.0  # "cached lookups answer under 100 ms"; measured p99 is about 1 ms
+
+
+def _cached_lookups_keep_answering(f: Figures) -> None:
     # Every registration of broker-b changes all the hot routes: if the fault begins right after
-    # one, none of them is cached any more, and each lookup is read within redisTimeoutMillis
-    # (1 s) or failed; otherwise they answer from memory (p99 1-10 ms in the README table). The
-    # failures are a figure of the table; what is asserted is that none hangs past the deadline.
-    assert f.extra["during_p99_ms"] < FAIL_FAST_MS
-    assert f.extra["during_max_ms"] < CLIENT_TIMEOUT_MS  # a stale wait then a read: 2 deadlines at most
+    # one, none of them is cached any more, and each such lookup is read within
+    # redisTimeoutMillis (1 s) or failed; the rest answer from memory. So the 99th percentile is
+    # held to the issue's 100 ms and the maximum to "no hang": a stale wait then a read, two
+    # deadlines at most.
+    assert f.extra["during_p99_ms"] < CACHED_P99_MS
+    assert f.extra["during_max_ms"] < CLIENT_TIMEOUT_MS
+
+
+def test_blackhole_cached_lookups_keep_answering(single: dict[str, Figures]) -> None:
+    _cached_lookups_keep_answering(single["blackhole"])
 
 
 def test_blackhole_uncached_lookups_fail_fast_with_a_clear_remark(single: dict[str, Figures]) -> None:
@@ -173,13 +180,7 @@ def test_blackhole_every_worker_agrees_within_2s_after_it_ends(single: dict[str,
 
 
 def test_stall_cached_lookups_answer_under_100ms(single: dict[str, Figures]) -> None:
-    f = single["stall"]
-    # Every registration of broker-b changes all the hot routes: if the fault begins right after
-    # one, none of them is cached any more, and each lookup is read within redisTimeoutMillis
-    # (1 s) or failed; otherwise they answer from memory (p99 1-10 ms in the README table). The
-    # failures are a figure of the table; what is asserted is that none hangs past the deadline.
-    assert f.extra["during_p99_ms"] < FAIL_FAST_MS
-    assert f.extra["during_max_ms"] < CLIENT_TIMEOUT_MS  # a stale wait then a read: 2 deadlines at most
+    _cached_lookups_keep_answering(single["stall"])
 
 
 def test_stall_uncached_lookups_fail_within_about_1s(single: dict[str, Figures]) -> None:
