@@ -197,8 +197,7 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     # Redis stalled once a poll is outstanding for half of it.
     feed = ChangeFeed(
         scripts,
-        store.k.events,
-        store.k.meta,
+        store.k,
         health=health,
         poll_interval=staleness_s / 4 if base.routeCacheEnabled else 0.25,
         timeout_s=timeout_s,

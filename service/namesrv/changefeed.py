@@ -34,6 +34,8 @@ from redis.exceptions import RedisError
 
 from namesrv.aio import cancel_and_wait, raise_if_cancelling
 from namesrv.store.health import RedisHealth
+from namesrv.store.keyspace import Keyspace
+from namesrv.store.script_args import FeedStatus, ReadChangesArgs
 from namesrv.store.scripts import ScriptRegistry
 
 log = logging.getLogger(__name__)
@@ -80,8 +82,7 @@ class ChangeFeed:
     def __init__(
         self,
         scripts: ScriptRegistry,
-        events_key: str,
-        meta_key: str,
+        keyspace: Keyspace,
         *,
         health: RedisHealth,
         poll_interval: float,
@@ -90,7 +91,7 @@ class ChangeFeed:
         on_reset_count: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.scripts = scripts
-        self.keys = [events_key, meta_key]
+        self.k = keyspace
         self.health = health
         self.poll_interval = poll_interval
         self.timeout_s = timeout_s
@@ -183,9 +184,8 @@ class ChangeFeed:
             self._poll_issued = issued
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    reply: Any = await self.scripts.call(
-                        "readChanges", self.keys, [self.instance, uuid.uuid4().hex, self.last_id, BATCH]
-                    )
+                    poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH)
+                    reply: Any = await self.scripts.call(poll.SCRIPT, poll.keys(self.k), poll.argv())
             except asyncio.CancelledError:
                 _settle(owed, False)
                 raise
@@ -216,16 +216,16 @@ class ChangeFeed:
                 await self._pause(self.poll_interval)
 
     async def _apply(self, reply: list[Any]) -> int:
-        instance, status, last_id, entries = str(reply[0]), int(reply[1]), str(reply[2]), reply[3]
+        instance, status, last_id, entries = str(reply[0]), FeedStatus(int(reply[1])), str(reply[2]), reply[3]
         self.instance = instance
         lasted = self.health.mark_up()
         if lasted is not None:
             log.warning("Redis answers again after %.1f s", lasted)
-        if status == 1:
+        if status is FeedStatus.RESET:
             self.last_id = last_id
             await self._reset("Redis holds a new data set (restarted empty, flushed or replaced)")
             return 0
-        if status == 2:
+        if status is FeedStatus.GAP:
             gone, self.last_id = self.last_id, last_id
             await self._reset(f"change-log entry {gone} is gone (trimmed, or lost with Redis data)")
             return 0

@@ -44,8 +44,7 @@ def recorder() -> Recorder:
 async def start_feed(redis: Redis, keys: Keyspace, recorder: Recorder, *, poll_interval: float) -> ChangeFeed:
     feed = ChangeFeed(
         ScriptRegistry(redis),
-        keys.events,
-        keys.meta,
+        keys,
         health=RedisHealth(),
         poll_interval=poll_interval,
         timeout_s=1.0,

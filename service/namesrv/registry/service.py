@@ -53,7 +53,8 @@ from namesrv.store.registration_args import (
     TopicWrite,
     WriteMode,
 )
-from namesrv.store.registry_store import RETRY_KEYS, HeaderOutcome, RegistryStore
+from namesrv.store.registry_store import HeaderOutcome, RegistryStore
+from namesrv.store.script_args import KeysStatus, UnregisterStatus
 
 log = logging.getLogger(__name__)
 MIN_TIMEOUT_MS = 1000
@@ -313,7 +314,7 @@ class RegistryService:
             reason=reason,
         )
         self._wrote()
-        if status == -2:
+        if status is UnregisterStatus.FENCED:
             log.info(
                 "%s of %s/%s fenced: epoch %s is no longer the live registration",
                 reason,
@@ -380,7 +381,7 @@ class RegistryService:
         names = await self.store.topic_broker_names(topic)
         for _ in range(5):
             result = await self.store.delete_topic(topic, cluster or None, names)
-            if int(result[0]) != RETRY_KEYS:
+            if int(result[0]) != KeysStatus.RETRY_KEYS:
                 self._wrote()
                 return int(result[1])
             names = sorted(set(names) | {str(n) for n in result[1:]})
@@ -452,7 +453,7 @@ class RegistryService:
         names: list[str] = []
         for _ in range(5):
             result = await self.store.topics_by_cluster(cluster, names)
-            if int(result[0]) != RETRY_KEYS:
+            if int(result[0]) != KeysStatus.RETRY_KEYS:
                 return sorted(str(t) for t in result[1:])
             names = [str(n) for n in result[1:]]
         raise BadRequest(f"cluster {cluster!r} kept changing while being read; try again")

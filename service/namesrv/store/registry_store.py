@@ -1,9 +1,11 @@
 """The route registry in Redis: one typed method per script, and the plain reads.
 
-This is the only module that knows key names and the ARGV layout of each script (documented in
-each script's header and in ``lua/README.md``). It speaks in strings and small records; the
-RocketMQ rules that span several calls (chunking, retries with the right keys, cleanup after a
-removal) live in :mod:`namesrv.registry.service`.
+The registry's scripts are called only here (the change feed polls ``readChanges`` itself). Each
+script's KEYS and ARGV are packed by one arguments object, in the order its header documents,
+and its statuses are enums next to it (:mod:`namesrv.store.registration_args`,
+:mod:`namesrv.store.script_args`). This module speaks in strings and small records; the RocketMQ
+rules that span several calls (chunking, retries with the right keys, cleanup after a removal)
+live in :mod:`namesrv.registry.service`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from namesrv.domain.codes import ORDER_TOPIC_CONFIG
 from namesrv.domain.errors import StoreUnavailable
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace, live_member
@@ -27,10 +28,27 @@ from namesrv.store.registration_args import (
     TopicsStatus,
     WriteMode,
 )
+from namesrv.store.script_args import (
+    CleanTopicsArgs,
+    DeleteTopicArgs,
+    ExpireArgs,
+    GetBrokersArgs,
+    HeartbeatArgs,
+    KvDeleteArgs,
+    KvPutArgs,
+    PermMode,
+    RegisterTopicArgs,
+    RouteInfoArgs,
+    SetPermArgs,
+    SetPermStatus,
+    TopicsByClusterArgs,
+    UnregisterArgs,
+    UnregisterStatus,
+    UpdateConfigArgs,
+)
 from namesrv.store.scripts import ScriptRegistry
 
 SCHEMA_VERSION = 1
-RETRY_KEYS = -3
 
 
 def _pairs(flat: Sequence[str]) -> dict[str, str]:
@@ -169,21 +187,6 @@ class RegistryStore:
         return worst, sum(int(r[1]) for r in results), sum(int(r[2]) for r in results)
 
     # ---- removal ----
-    def _removal_keys(self) -> list[str]:
-        k = self.k
-        return [
-            k.clusters,
-            k.brokers,
-            k.live,
-            k.deadlines,
-            k.dataversions,
-            k.filters,
-            k.pending,
-            k.pendingclean,
-            k.routever,
-            k.events,
-        ]
-
     async def unregister(
         self,
         *,
@@ -193,44 +196,21 @@ class RegistryStore:
         broker_id: int | str,
         fence_epoch: int | None,
         reason: str,
-    ) -> tuple[int, bool, bool]:
-        """Returns (status, removed, cleanup_pending); status -2 means fenced."""
-        keys = self._removal_keys() + [self.k.alive(cluster, addr)]
-        args = [
-            cluster,
-            addr,
-            broker_name,
-            broker_id,
-            "" if fence_epoch is None else fence_epoch,
-            reason,
-            self.max_len,
-            self.worker_id,
-        ]
-        r = await self._call("unregisterBroker", keys, args)
-        return int(r[0]), bool(int(r[1])), bool(int(r[2]))
+    ) -> tuple[UnregisterStatus, bool, bool]:
+        """Returns (status, removed, cleanup_pending)."""
+        a = UnregisterArgs(cluster, addr, broker_name, broker_id, fence_epoch, reason)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
+        return UnregisterStatus(int(r[0])), bool(int(r[1])), bool(int(r[2]))
 
     async def expire(self, limit: int) -> tuple[int, bool, list[str]]:
         """Returns (expired, more_due, broker names needing cleanup)."""
-        r = await self._call("expireBrokers", self._removal_keys(), [limit, self.max_len, self.worker_id])
+        a = ExpireArgs(limit)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
         return int(r[0]), bool(int(r[1])), [str(n) for n in r[2:]]
 
     async def clean_topics(self, broker_name: str, topics: Sequence[str], final: bool) -> tuple[int, int]:
-        k = self.k
-        keys = [
-            k.brokers,
-            k.topics,
-            k.topicflags,
-            k.btopics(broker_name),
-            k.bdigest,
-            k.pendingclean,
-            k.routever,
-            k.events,
-        ] + [k.topic(t) for t in topics]
-        r = await self._call(
-            "cleanBrokerTopics",
-            keys,
-            [broker_name, "1" if final else "0", self.max_len, len(topics), *topics],
-        )
+        a = CleanTopicsArgs(broker_name, topics, final)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return int(r[0]), int(r[1])
 
     async def pending_cleanups(self) -> list[str]:
@@ -241,76 +221,54 @@ class RegistryStore:
 
     # ---- liveness ----
     async def heartbeat(self, cluster: str, addr: str, source: str) -> tuple[bool, str | None]:
-        k = self.k
-        keys = [k.live, k.deadlines, k.dataversions, k.events, k.alive(cluster, addr)]
-        r = await self._call(
-            "brokerHeartbeat", keys, [live_member(cluster, addr), self.max_len, source, self.worker_id]
-        )
+        a = HeartbeatArgs(cluster, addr, source)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
         return bool(int(r[0])), (r[1] or None)
 
     # ---- admin writes ----
     async def change_perm(self, broker_name: str, topics: Sequence[str], *, wipe: bool) -> int:
         """WIPE (clear the write bit) or ADD (perm 6) on the broker's queue in each topic; returns
         how many of the topics hold one."""
-        k = self.k
-        keys = [k.routever, k.events, k.bdigest] + [k.topic(t) for t in topics]
-        mode = "wipe" if wipe else "add"
-        r = await self._call("setWritePerm", keys, [broker_name, self.max_len, mode, len(topics), *topics])
+        a = SetPermArgs(broker_name, topics, PermMode.WIPE if wipe else PermMode.ADD)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         count = int(r[0])
-        if count < 0:
-            raise RuntimeError(f"setWritePerm refused mode {mode!r} (status {count})")
+        if count == SetPermStatus.BAD_MODE:
+            raise RuntimeError(f"setWritePerm refused mode {str(a.mode)!r} (status {count})")
         return count
 
     async def delete_topic(self, topic: str, cluster: str | None, broker_names: Sequence[str]) -> list[Any]:
-        k = self.k
-        keys = [k.topics, k.topicflags, k.clusters, k.bdigest, k.routever, k.events, k.topic(topic)] + [
-            k.btopics(b) for b in broker_names
-        ]
-        r: list[Any] = await self._call(
-            "deleteTopic", keys, [topic, cluster or "", self.max_len, len(broker_names), *broker_names]
-        )
+        """{KeysStatus.DONE, removed}, or {KeysStatus.RETRY_KEYS, broker name...}."""
+        a = DeleteTopicArgs(topic, cluster, broker_names)
+        r: list[Any] = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return r
 
     async def topic_broker_names(self, topic: str) -> list[str]:
         return sorted(await self._q(lambda: self.redis.hkeys(self.k.topic(topic))))
 
     async def register_topic(self, topic: str, queues: Sequence[tuple[str, str, int]]) -> int:
-        k = self.k
-        keys = [k.brokers, k.topics, k.topicflags, k.bdigest, k.routever, k.events, k.topic(topic)] + [
-            k.btopics(b) for b, _, _ in queues
-        ]
-        args: list[Any] = [topic, self.max_len, len(queues)]
-        for b, qd, flag in queues:
-            args += [b, qd, flag]
-        r = await self._call("registerTopic", keys, args)
+        a = RegisterTopicArgs(topic, queues)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return int(r[0])
 
     async def kv_put(self, namespace: str, key: str, value: str | None) -> None:
-        k = self.k
-        await self._call(
-            "kvPut",
-            [k.kvns, k.kv(namespace), k.events],
-            [namespace, key, value or "", "0" if value is None else "1", self.max_len],
-        )
+        a = KvPutArgs(namespace, key, value)
+        await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
-        k = self.k
-        r = await self._call("kvDelete", [k.kvns, k.kv(namespace), k.events], [namespace, key, self.max_len])
+        a = KvDeleteArgs(namespace, key)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return bool(int(r[0]))
 
     async def update_config(self, changes: Mapping[str, str], changes_json: str) -> int:
-        args: list[Any] = [self.max_len, changes_json]
-        for name, value in changes.items():
-            args += [name, value]
-        r = await self._call("updateConfig", [self.k.config, self.k.events], args)
+        a = UpdateConfigArgs(changes, changes_json)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return int(r[0])
 
     # ---- reads ----
     async def route(self, topic: str, with_order: bool) -> RouteSnapshot:
         """One snapshot; empty lists (found=False) mean TOPIC_NOT_EXIST."""
-        k = self.k
-        keys = [k.topic(topic), k.brokers, k.deadlines, k.filters, k.mapping(topic), k.kv(ORDER_TOPIC_CONFIG)]
-        r = await self._call("getRouteInfo", keys, [topic, "1" if with_order else "0"])
+        a = RouteInfoArgs(topic, with_order)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv())
         return RouteSnapshot(
             queue_datas=list(r[1]) if int(r[0]) else [],
             broker_datas=list(r[2]) if int(r[0]) else [],
@@ -324,17 +282,14 @@ class RegistryStore:
 
     async def brokers(self, names: Sequence[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
         """(brokerName -> BrokerData JSON, cluster -> JSON array); clusters only when names is None."""
-        k = self.k
-        args = ["1"] if names is None else ["0", *names]
-        r = await self._call("getBrokers", [k.brokers, k.clusters, k.deadlines], args)
+        a = GetBrokersArgs(names)
+        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv())
         return _pairs(r[0]), _pairs(r[1])
 
     async def topics_by_cluster(self, cluster: str, broker_names: Sequence[str]) -> list[Any]:
-        k = self.k
-        keys = [k.clusters] + [k.btopics(b) for b in broker_names]
-        r: list[Any] = await self._call(
-            "getTopicsByCluster", keys, [cluster, len(broker_names), *broker_names]
-        )
+        """{KeysStatus.DONE, topic...}, or {KeysStatus.RETRY_KEYS, the cluster's broker names...}."""
+        a = TopicsByClusterArgs(cluster, broker_names)
+        r: list[Any] = await self._call(a.SCRIPT, a.keys(self.k), a.argv())
         return r
 
     async def all_topics(self) -> list[str]:

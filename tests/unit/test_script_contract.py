@@ -1,0 +1,272 @@
+"""Every script and its Python arguments object agree, read from the scripts themselves: the KEYS
+and ARGV the object packs are those the header documents, in that order, and the statuses the
+Python enums name are exactly those the script returns (registration_args' and script_args').
+
+The registration pair's ARGV layout is checked in test_registration_contract.py; its statuses are
+checked here too, so every status enum is held against its script in one place."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from namesrv.store.keyspace import Keyspace
+from namesrv.store.registration_args import RegisterStatus, TopicsStatus
+from namesrv.store.script_args import (
+    CleanTopicsArgs,
+    DeleteTopicArgs,
+    ExpireArgs,
+    FeedStatus,
+    GetBrokersArgs,
+    HeartbeatArgs,
+    KeysStatus,
+    KvDeleteArgs,
+    KvPutArgs,
+    PermMode,
+    ReadChangesArgs,
+    RegisterTopicArgs,
+    RouteInfoArgs,
+    SetPermArgs,
+    SetPermStatus,
+    TopicsByClusterArgs,
+    UnregisterArgs,
+    UnregisterStatus,
+    UpdateConfigArgs,
+)
+
+LUA = Path(__file__).resolve().parents[2] / "lua"
+K = Keyspace("ns")
+MAX_LEN, WORKER = "<maxLen>", "<worker>"
+
+
+def script(name: str) -> tuple[Path, str, str]:
+    """(path, header, body) of lua/<name>-<keys>.lua."""
+    (path,) = LUA.glob(f"{name}-*.lua")
+    text = path.read_text()
+    found = re.match(r"--\[\[(.*?)\]\]", text, re.S)
+    assert found, path.name
+    return path, found.group(1), text[found.end() :]
+
+
+def argv_lines(header: str) -> dict[int, str]:
+    """ARGV[n] -> the header's description of it (its first line)."""
+    return {int(n): line for n, line in re.findall(r"^  ARGV\[(\d+)\]\s+(.*)$", header, re.M)}
+
+
+def key_patterns(header: str) -> list[str]:
+    return re.findall(r"^\s*KEYS\[\d+\]\s+(\S+)", header, re.M)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One script call: the object, how its argv is packed, and what the header says of each
+    documented ARGV (a word its line holds, the value the object puts there)."""
+
+    args: Any
+    argv: Callable[[Any], list[Any]]
+    documented: list[tuple[str, Any]]
+    variadic_keys: list[str]  # the keys after the fixed ones, in order
+    variadic_argv: list[Any]  # the ARGV after the documented ones, in order
+
+
+def _with_worker(a: Any) -> list[Any]:
+    return list(a.argv(MAX_LEN, WORKER))
+
+
+def _with_len(a: Any) -> list[Any]:
+    return list(a.argv(MAX_LEN))
+
+
+def _plain(a: Any) -> list[Any]:
+    return list(a.argv())
+
+
+CASES = [
+    Case(
+        UnregisterArgs("C", "A:1", "B", 3, 42, "close"),
+        _with_worker,
+        [
+            ("clusterName", "C"),
+            ("brokerAddr", "A:1"),
+            ("brokerName", "B"),
+            ("brokerId", 3),
+            ("epoch", 42),
+            ("reason", "close"),
+            ("change-log length", MAX_LEN),
+            ("worker", WORKER),
+        ],
+        [],
+        [],
+    ),
+    Case(
+        ExpireArgs(7),
+        _with_worker,
+        [("most brokers", 7), ("change-log", MAX_LEN), ("worker", WORKER)],
+        [],
+        [],
+    ),
+    Case(
+        CleanTopicsArgs("B", ["T1", "T2"], True),
+        _with_len,
+        [("brokerName", "B"), ("last chunk", "1"), ("change-log", MAX_LEN), ("number of topics", 2)],
+        ["{ns}:topic:T1", "{ns}:topic:T2"],
+        ["T1", "T2"],
+    ),
+    Case(
+        HeartbeatArgs("C", "A:1", "322"),
+        _with_worker,
+        [("member", "C/A:1"), ("change-log", MAX_LEN), ("request code", "322"), ("worker", WORKER)],
+        [],
+        [],
+    ),
+    Case(
+        SetPermArgs("B", ["T1"], PermMode.WIPE),
+        _with_len,
+        [("brokerName", "B"), ("change-log", MAX_LEN), ('"wipe" or "add"', "wipe"), ("number of topics", 1)],
+        ["{ns}:topic:T1"],
+        ["T1"],
+    ),
+    Case(
+        DeleteTopicArgs("T", "C", ["B1", "B2"]),
+        _with_len,
+        [("topic", "T"), ("clusterName", "C"), ("change-log", MAX_LEN), ("number of broker names", 2)],
+        ["{ns}:btopics:B1", "{ns}:btopics:B2"],
+        ["B1", "B2"],
+    ),
+    Case(
+        RegisterTopicArgs("T", [("B1", "{q1}", 0), ("B2", "{q2}", 1)]),
+        _with_len,
+        [("topic", "T"), ("change-log", MAX_LEN), ("number of queues", 2)],
+        ["{ns}:btopics:B1", "{ns}:btopics:B2"],
+        ["B1", "{q1}", 0, "B2", "{q2}", 1],
+    ),
+    Case(
+        KvPutArgs("NS", "key", "value"),
+        _with_len,
+        [
+            ("namespace", "NS"),
+            ("key", "key"),
+            ("value", "value"),
+            ("'1' when a value", "1"),
+            ("change-log", MAX_LEN),
+        ],
+        [],
+        [],
+    ),
+    Case(
+        KvDeleteArgs("NS", "key"),
+        _with_len,
+        [("namespace", "NS"), ("key", "key"), ("change-log", MAX_LEN)],
+        [],
+        [],
+    ),
+    Case(
+        UpdateConfigArgs({"a": "1", "b": "2"}, '{"a":"1","b":"2"}'),
+        _with_len,
+        [("change-log", MAX_LEN), ("JSON object", '{"a":"1","b":"2"}')],
+        [],
+        ["a", "1", "b", "2"],
+    ),
+    Case(RouteInfoArgs("T", True), _plain, [("topic", "T"), ("orderTopicConf", "1")], [], []),
+    Case(GetBrokersArgs(["B1", "B2"]), _plain, [("'0' for only the broker names", "0")], [], ["B1", "B2"]),
+    Case(
+        TopicsByClusterArgs("C", ["B1"]),
+        _plain,
+        [("clusterName", "C"), ("number of broker names", 1)],
+        ["{ns}:btopics:B1"],
+        ["B1"],
+    ),
+    Case(
+        ReadChangesArgs("inst", "fresh", "1-0", 500),
+        _plain,
+        [
+            ("instance id the worker knows", "inst"),
+            ("fresh random id", "fresh"),
+            ("last entry", "1-0"),
+            ("most", 500),
+        ],
+        [],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.args.SCRIPT)
+def test_arguments_object_packs_what_the_header_documents(case: Case) -> None:
+    path, header, _ = script(case.args.SCRIPT)
+    # KEYS: the fixed ones in the header's order (their patterns), then the variadic ones
+    keys = case.args.keys(K)
+    patterns = key_patterns(header)
+    assert len(patterns) == int(path.stem.rsplit("-", 1)[1])
+    assert len(keys) == len(patterns) + len(case.variadic_keys)
+    for pattern, key in zip(patterns, keys, strict=False):
+        assert key.startswith(pattern.split("<", 1)[0]), (pattern, key)
+    assert keys[len(patterns) :] == case.variadic_keys
+    if case.variadic_keys:
+        assert "@keys-variadic" in header
+    # ARGV: every documented one, in order, holds what the header says; then the variadic tail
+    lines = argv_lines(header)
+    assert sorted(lines) == list(range(1, len(case.documented) + 1))
+    argv = case.argv(case.args)
+    for i, (word, value) in enumerate(case.documented, start=1):
+        assert word in lines[i], f"ARGV[{i}] is documented as {lines[i]!r}, expected {word!r}"
+        assert argv[i - 1] == value, f"ARGV[{i}] ({lines[i]!r})"
+    assert argv[len(case.documented) :] == case.variadic_argv
+
+
+def test_every_script_but_the_registration_pair_has_an_arguments_object() -> None:
+    covered = {case.args.SCRIPT for case in CASES} | {"registerBroker", "registerBrokerTopics"}
+    assert covered == {p.name.rsplit("-", 1)[0] for p in LUA.glob("*.lua")}
+
+
+def test_optional_arguments_pack_as_the_headers_say() -> None:
+    # '' for "none" in unregisterBroker ARGV[5], deleteTopic ARGV[2], kvPut ARGV[3]
+    assert UnregisterArgs("C", "A:1", "B", 0, None, "unregister").argv(MAX_LEN, WORKER)[4] == ""
+    assert DeleteTopicArgs("T", None, []).argv(MAX_LEN)[1] == ""
+    assert KvPutArgs("NS", "k", None).argv(MAX_LEN)[2:4] == ["", "0"]
+    assert GetBrokersArgs(None).argv() == ["1"]
+    assert RouteInfoArgs("T", False).argv()[1] == "0"
+    assert CleanTopicsArgs("B", [], False).argv(MAX_LEN)[1] == "0"
+
+
+# A status is the first element of the table a script returns (readChanges: the second, after the
+# instance). These find every literal status in a script's body.
+FIRST = re.compile(r"(?:return|=)\s*\{\s*(-?\d+)\s*[,}]")
+AFTER_INSTANCE = re.compile(r"return\s*\{\s*instance\s*,\s*(-?\d+)\s*,")
+
+
+STATUS_CASES = [
+    (RegisterStatus, ["registerBroker"], FIRST),
+    (TopicsStatus, ["registerBrokerTopics"], FIRST),
+    (UnregisterStatus, ["unregisterBroker"], FIRST),
+    (KeysStatus, ["deleteTopic", "getTopicsByCluster"], FIRST),
+    (SetPermStatus, ["setWritePerm"], FIRST),  # its other answer is {count}, not a literal
+    (FeedStatus, ["readChanges"], AFTER_INSTANCE),
+]
+
+
+@pytest.mark.parametrize(
+    ("enum", "scripts", "pattern"), [pytest.param(*case, id=case[0].__name__) for case in STATUS_CASES]
+)
+def test_the_statuses_python_names_are_exactly_those_the_script_returns(
+    enum: type[IntEnum], scripts: list[str], pattern: re.Pattern[str]
+) -> None:
+    for name in scripts:
+        _, header, body = script(name)
+        returned = {int(v) for v in pattern.findall(body)}
+        assert returned == {int(s) for s in enum}, name
+        for status in enum:  # and the header says what each means
+            assert re.search(rf"(?<![\d-]){status.value}\b", header.split("Returns", 1)[1]), (name, status)
+
+
+def test_set_write_perm_knows_exactly_the_modes_python_sends() -> None:
+    _, header, body = script("setWritePerm")
+    assert set(re.findall(r"mode == '(\w+)'", body)) == {str(m) for m in PermMode}
+    for mode in PermMode:
+        assert f'"{mode}"' in argv_lines(header)[3]
