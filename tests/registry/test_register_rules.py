@@ -249,9 +249,9 @@ async def test_r7_refusal_that_changes_the_broker_data_is_logged(
 
 
 async def test_r7_refusal_is_logged(service: RegistryService, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="namesrv.registry.service"):
+    with caplog.at_level(logging.INFO, logger="namesrv.registry.registration"):
         assert await service.register_broker(register(topics=["TopicTest"])) == (None, None)
-    assert [r.getMessage() for r in caplog.records if r.name == "namesrv.registry.service"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "namesrv.registry.registration"] == [
         f"register of {CLUSTER}/{MASTER} (broker-a id 0) refused as Java does (R7): the first registration "
         "of an id must not carry exactly one topic"
     ]

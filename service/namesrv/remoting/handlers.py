@@ -32,8 +32,9 @@ from namesrv.protocol.headers import get_bool, get_int, get_long, get_str
 from namesrv.protocol.register_body import crc32_matches
 from namesrv.protocol.remoting import RemotingCommand, SuccessFrame, encode, response_to
 from namesrv.registry.config_update import apply_update
+from namesrv.registry.registration import Registration
 from namesrv.registry.route_cache import STALE, CachedRoute, Stale
-from namesrv.registry.service import Registration, RegistryService
+from namesrv.registry.service import RegistryService
 from namesrv.security.policy import Authorizer
 from namesrv.worker import WorkerState
 

@@ -30,8 +30,8 @@ from namesrv.protocol.remoting import (
     RemotingCommand,
     encode,
 )
+from namesrv.registry.registration import Registration
 from namesrv.registry.route_cache import STALE, Stale
-from namesrv.registry.service import Registration
 from namesrv.remoting.guard import FrameGuard, PartialFrame
 from namesrv.remoting.handlers import (
     ConnectionState,

@@ -1,0 +1,262 @@
+"""REGISTER_BROKER (103): the registration rules in order, the body decoded only as far as Redis
+needs it, and the topic writes split into bounded script calls (or one delta call)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from namesrv.config import Settings
+from namesrv.domain.codes import Version
+from namesrv.domain.errors import BadRequest
+from namesrv.domain.model import (
+    RawBody,
+    RegisterBrokerRequest,
+    RegisterBrokerResult,
+    TopicConfigWrapper,
+    check_addr,
+    check_name,
+)
+from namesrv.protocol.body_delta import BodyDelta, DecodedBody, RegisterBodyDecoder, names_digest
+from namesrv.protocol.fastjson import dumps, quote
+from namesrv.protocol.register_body import BodyDecodeError
+from namesrv.registry.route_cache import Routes
+from namesrv.store.keyspace import live_member
+from namesrv.store.registration_args import (
+    UNDECODED,
+    BodyFacts,
+    RegisterBrokerArgs,
+    RegisterStatus,
+    RegisterTopicsArgs,
+    TopicsStatus,
+    TopicWrite,
+    WriteMode,
+)
+from namesrv.store.registry_store import HeaderOutcome, RegistryStore
+
+log = logging.getLogger(__name__)
+MIN_TIMEOUT_MS = 1000
+MAX_TIMEOUT_MS = 24 * 3600 * 1000
+REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
+DECODE_IN_THREAD_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What the transport needs to remember about a registration (for fenced close removal)."""
+
+    cluster: str
+    addr: str
+    broker_name: str
+    broker_id: int
+    epoch: int
+
+
+class BrokerRegistrar:
+    """The REGISTER_BROKER use case; :class:`~namesrv.registry.service.RegistryService` hands
+    every registration, from either transport, to its one instance."""
+
+    def __init__(
+        self,
+        store: RegistryStore,
+        settings: Callable[[], Settings],
+        lookups: Routes,
+        count_registration: Callable[[str], None],
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.lookups = lookups  # told of this worker's own writes (read-your-writes)
+        # REGISTER_BROKER outcomes (ok, refused, ignored), counted here once for every transport.
+        self.count_registration = count_registration
+        self.bodies_decoded = 0  # REGISTER_BROKER bodies the registry needed to read
+        self.decoder = RegisterBodyDecoder()
+        self._background: set[asyncio.Task[bool]] = set()
+
+    async def register(  # noqa: C901 - the registration rules in order, each a branch
+        self, req: RegisterBrokerRequest
+    ) -> tuple[RegisterBrokerResult | None, Registration | None]:
+        """Returns (None, None) when refused (R7: "register broker failed").
+
+        A request whose body is still raw (``req.body``) first asks Redis to reuse the last
+        complete registration of that same body: the common periodic re-registration then costs
+        one short Redis call and no decoding. Only when Redis needs the content is it decoded,
+        and then, against this broker's previous body, only as far as it changed; only the
+        topics that changed are written (a delta), unless Redis no longer holds what the previous
+        body wrote."""
+        s = self.settings()
+        check_name(req.clusterName, "clusterName")
+        check_name(req.brokerName, "brokerName")
+        check_addr(req.brokerAddr, "brokerAddr")
+        if req.brokerId < 0:
+            raise BadRequest(f"brokerId must be >= 0, got {req.brokerId}")
+        timeout = req.heartbeatTimeoutMillis or s.defaultBrokerTimeoutMillis
+        if not MIN_TIMEOUT_MS <= timeout <= MAX_TIMEOUT_MS:
+            raise BadRequest(f"heartbeatTimeoutMillis must be between {MIN_TIMEOUT_MS} and {MAX_TIMEOUT_MS}")
+        args = RegisterBrokerArgs(
+            cluster=req.clusterName,
+            addr=req.brokerAddr,
+            broker_name=req.brokerName,
+            broker_id=req.brokerId,
+            ha_addr=req.haServerAddr,
+            zone=req.zoneName,
+            timeout_ms=timeout,
+            acting=req.enableActingMaster,
+            token=uuid.uuid4().hex,
+            return_order=s.returnOrderTopicConfigToBroker,
+            body_hash=req.body.hash if req.body is not None else "",
+        )
+        if req.wrapper is not None:
+            configs = req.wrapper.topicConfigTable
+            decoded = DecodedBody(req.wrapper, req.filterServerList, names_digest(configs))
+        else:
+            assert req.body is not None, "a registration needs a wrapper or a body"
+            member = live_member(req.clusterName, req.brokerAddr)
+            # A body other than the last one this worker decoded for the broker is almost never
+            # the last complete registration Redis could reuse: skip asking (if it was, the full
+            # path below gives the same result after a delta decode).
+            if not self.decoder.remembers_another(member, req.body.hash):
+                header = await self.store.register_header(
+                    replace(
+                        args, body=replace(UNDECODED, prune_leftovers=s.deleteTopicWithBrokerRegistration)
+                    )
+                )
+                if header.status is not RegisterStatus.BODY_NEEDED:
+                    if header.route_changed:
+                        self.lookups.note_local_write()
+                    return self._registered(req, header)
+            self.bodies_decoded += 1
+            decoded = await self._decode(req.body, member)
+        wrapper, filters = decoded.wrapper, decoded.filters
+        for server in filters or ():
+            check_addr(server, "filterServerList entry")
+        prune = s.deleteTopicWithBrokerRegistration and not wrapper.topicQueueMappingInfoMap
+        args = replace(
+            args,
+            body=BodyFacts(
+                data_version_json=wrapper.dataVersion.to_json(),
+                state_version=wrapper.dataVersion.stateVersion,
+                filters_json=None if filters is None else dumps(list(filters)),
+                topic_count=len(wrapper.topicConfigTable),
+                digest=decoded.names_digest,
+                prune_leftovers=prune,
+            ),
+        )
+        header = await self.store.register_header(args)
+        if header.route_changed:
+            self.lookups.note_local_write()
+        if header.status is RegisterStatus.REGISTERED and header.mode is not WriteMode.NONE:
+            status = TopicsStatus.DELTA_REFUSED
+            delta = decoded.delta
+            if header.mode is WriteMode.ALL and delta is not None and not (prune and delta.base_had_mappings):
+                status = await self._write_delta(args, wrapper, delta, prune)
+            if status is TopicsStatus.DELTA_REFUSED:
+                status = await self._write_all(args, wrapper, prune)
+            self.lookups.note_local_write()
+            if status is TopicsStatus.FENCED:
+                log.info(
+                    "topic writes of %s/%s superseded by a newer registration or an unregister",
+                    req.clusterName,
+                    req.brokerAddr,
+                )
+        return self._registered(req, header)
+
+    async def _decode(self, body: RawBody, member: str) -> DecodedBody:
+        """The body's content; a big one is decoded in a thread, so route lookups keep being
+        answered meanwhile."""
+        now_ms = int(time.time() * 1000)
+        if body.version < Version.V3_0_11:
+            now_ms = await self.store.server_time_ms()  # the fresh DataVersion of an old body
+        try:
+            if body.data is not None and len(body.data) > DECODE_IN_THREAD_BYTES:
+                delta = self.decoder.decode_delta(body, member, now_ms)  # a few ms: no thread hop
+                if delta is not None:
+                    return delta
+                decoded = await asyncio.to_thread(self.decoder.decode, body, member, now_ms)
+                if self.decoder.needs_layout(member):
+                    # off the reply's path: the broker's next body then decodes as a delta at once
+                    task = asyncio.create_task(asyncio.to_thread(self.decoder.prepare, member))
+                    self._background.add(task)
+                    task.add_done_callback(self._background.discard)
+                return decoded
+            return self.decoder.decode(body, member, now_ms)
+        except BodyDecodeError as exc:
+            raise BadRequest(f"{REMOTING_EXCEPTION}: Failed to decode RegisterBrokerBody: {exc}") from None
+
+    def _topic_chunk(
+        self, args: RegisterBrokerArgs, writes: Sequence[TopicWrite], no: int, final: bool
+    ) -> RegisterTopicsArgs:
+        return RegisterTopicsArgs(args.cluster, args.addr, args.broker_name, args.token, final, no, writes)
+
+    async def _write_delta(
+        self, args: RegisterBrokerArgs, wrapper: TopicConfigWrapper, delta: BodyDelta, prune: bool
+    ) -> TopicsStatus:
+        """Only the topics that changed since the previous body, in one final call."""
+        quoted = quote(args.broker_name)
+        writes = [TopicWrite(tc.topicName, tc.queue_data_json(quoted)) for tc in delta.changed]
+        chunk = replace(
+            self._topic_chunk(args, writes, 0, True),
+            removals=list(delta.dropped) if prune else [],
+            mappings={t: dumps(info) for t, info in wrapper.topicQueueMappingInfoMap.items()},
+            delta_base=delta.base_hash,
+        )
+        status, _, _ = await self.store.register_topics([chunk])
+        return status
+
+    async def _write_all(
+        self, args: RegisterBrokerArgs, wrapper: TopicConfigWrapper, prune: bool
+    ) -> TopicsStatus:
+        configs = sorted(wrapper.topicConfigTable.values(), key=lambda tc: tc.topicName)
+        quoted = quote(args.broker_name)
+        writes = [TopicWrite(tc.topicName, tc.queue_data_json(quoted)) for tc in configs]
+        removals: list[str] = []
+        if prune:
+            present = {tc.topicName for tc in configs}
+            removals = [t for t in await self.store.broker_topics(args.broker_name) if t not in present]
+        size = self.settings().registerChunkTopics
+        parts = [writes[i : i + size] for i in range(0, len(writes), size)] or [[]]
+        chunks = [self._topic_chunk(args, part, i, i == len(parts) - 1) for i, part in enumerate(parts)]
+        chunks[-1] = replace(
+            chunks[-1],
+            removals=removals,
+            mappings={t: dumps(info) for t, info in wrapper.topicQueueMappingInfoMap.items()},
+        )
+        status, _, _ = await self.store.register_topics(chunks)
+        return status
+
+    def _registered(
+        self, req: RegisterBrokerRequest, header: HeaderOutcome
+    ) -> tuple[RegisterBrokerResult | None, Registration | None]:
+        outcome = {RegisterStatus.REFUSED: "refused", RegisterStatus.IGNORED: "ignored"}.get(
+            header.status, "ok"
+        )
+        self.count_registration(outcome)
+        if header.status is RegisterStatus.REFUSED:
+            log.info(
+                "register of %s/%s (%s id %d) refused as Java does (R7): the first registration of an id "
+                "must not carry exactly one topic",
+                req.clusterName,
+                req.brokerAddr,
+                req.brokerName,
+                req.brokerId,
+            )
+            return None, None
+        if header.status is RegisterStatus.IGNORED:
+            log.info(
+                "register of %s/%s id %d ignored: a live registration of that id has a newer stateVersion",
+                req.clusterName,
+                req.brokerAddr,
+                req.brokerId,
+            )
+            return RegisterBrokerResult(order_topic_config=header.order_config, accepted=False), None
+        result = RegisterBrokerResult(
+            haServerAddr=header.ha_server_addr or None,
+            masterAddr=header.master_addr or None,
+            order_topic_config=header.order_config,
+        )
+        return result, Registration(
+            req.clusterName, req.brokerAddr, req.brokerName, req.brokerId, header.epoch
+        )
