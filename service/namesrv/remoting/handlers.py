@@ -31,6 +31,7 @@ from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps
 from namesrv.protocol.headers import get_bool, get_int, get_long, get_str
 from namesrv.protocol.register_body import crc32_matches
 from namesrv.protocol.remoting import RemotingCommand, SuccessFrame, encode, response_to
+from namesrv.protocol.render import cluster_info_obj, data_version_json
 from namesrv.registry.config_update import apply_update
 from namesrv.registry.route_cache import STALE, CachedRoute, Stale
 from namesrv.registry.service import Registration, RegistryService
@@ -228,7 +229,7 @@ async def query_data_version(
         except ValueError as exc:
             raise BadRequest(f"DataVersion body: {exc}") from None
     changed, stored = await ctx.service.query_data_version(cluster, addr, version)
-    body = stored.to_json().encode() if stored else None
+    body = data_version_json(stored).encode() if stored else None
     return reply(ctx, cmd, ext={"changed": "true" if changed else "false"}, body=body)
 
 
@@ -296,7 +297,7 @@ async def get_cluster_info(
     ctx: HandlerContext, conn: ConnectionState, cmd: RemotingCommand
 ) -> RemotingCommand:
     info = await ctx.service.cluster_info()
-    return reply(ctx, cmd, body=_json(info.to_obj()))
+    return reply(ctx, cmd, body=_json(cluster_info_obj(info)))
 
 
 async def get_broker_member_group(
