@@ -33,7 +33,7 @@ from namesrv.metrics import Metrics
 from namesrv.registry.route_cache import RouteCache, Routes, UncachedRoutes
 from namesrv.registry.route_reader import RouteReader
 from namesrv.registry.service import RegistryService
-from namesrv.remoting.handlers import HandlerContext
+from namesrv.remoting.context import HandlerContext
 from namesrv.remoting.server import RemotingServer
 from namesrv.security.http_auth import acl_middleware
 from namesrv.security.reload import security_ctx

@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 
 from namesrv.domain.model import TopicRouteData
 from namesrv.protocol.fastjson import Dialect, dumps
+from namesrv.protocol.render import cluster_info_obj, route_json
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
 
@@ -84,7 +85,7 @@ def route_obj(
 def as_json(route: TopicRouteData | None) -> dict[str, Any] | None:
     if route is None:
         return None
-    obj: dict[str, Any] = orjson.loads(route.to_json(Dialect.STANDARD))
+    obj: dict[str, Any] = orjson.loads(route_json(route, Dialect.STANDARD))
     return obj
 
 
@@ -94,7 +95,7 @@ async def route(service: RegistryService, topic: str) -> dict[str, Any] | None:
 
 async def cluster(service: RegistryService) -> dict[str, Any]:
     info = await service.cluster_info()
-    obj: dict[str, Any] = orjson.loads(dumps(info.to_obj(), Dialect.STANDARD))
+    obj: dict[str, Any] = orjson.loads(dumps(cluster_info_obj(info), Dialect.STANDARD))
     return obj
 
 

@@ -22,6 +22,7 @@ from namesrv.domain.errors import Disabled
 from namesrv.domain.model import DataVersion, QueueData, RegisterBrokerResult
 from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect, dumps
+from namesrv.protocol.render import cluster_info_obj, route_json
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
@@ -92,7 +93,7 @@ ALL_TOPICS = ["UnitBoth", "UnitTopic", "UnitSubTopic", "TopicTest", "OnlyB", "TB
 
 async def route_text(service: RegistryService, topic: str, dialect: Dialect = Dialect.STANDARD) -> str | None:
     r = await service.route(topic)
-    return None if r is None else r.to_json(dialect)
+    return None if r is None else route_json(r, dialect)
 
 
 def same(ours: str | None, java: str) -> bool:
@@ -100,7 +101,7 @@ def same(ours: str | None, java: str) -> bool:
 
 
 async def cluster_text(service: RegistryService) -> str:
-    return dumps((await service.cluster_info()).to_obj(), Dialect.DEFAULT)
+    return dumps(cluster_info_obj(await service.cluster_info()), Dialect.DEFAULT)
 
 
 async def test_golden_main_scenario(service: RegistryService, make_service: MakeService) -> None:
@@ -144,7 +145,7 @@ async def test_golden_main_scenario(service: RegistryService, make_service: Make
     assert same(await route_text(s, "TopicTest", Dialect.DEFAULT), ROUTE_399)
     assert same(await route_text(make_service(orderMessageEnable=True), "TopicTest"), ROUTE_ORDER)
     zoned = filter_by_zone(await s.route("TopicTest"), "zoneX")  # type: ignore[arg-type]
-    assert zoned.to_json(Dialect.DEFAULT) == '{"brokerDatas":[],"filterServerTable":{},"queueDatas":[]}'
+    assert route_json(zoned, Dialect.DEFAULT) == '{"brokerDatas":[],"filterServerTable":{},"queueDatas":[]}'
 
     assert same(await cluster_text(s), CLUSTER_INFO)
 
@@ -296,7 +297,7 @@ async def test_golden_change_log_replays_the_route(
             queue = None
     r = await service.route("TopicTest")
     assert r is not None
-    assert queue == orjson.loads(r.to_json(Dialect.STANDARD))["queueDatas"][0]
+    assert queue == orjson.loads(route_json(r, Dialect.STANDARD))["queueDatas"][0]
 
 
 async def test_golden_store_is_isolated_per_namespace(redis: Redis, settings: Any) -> None:

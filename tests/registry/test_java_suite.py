@@ -16,7 +16,8 @@ from redis.asyncio import Redis
 
 from namesrv.domain.errors import Disabled
 from namesrv.domain.model import DataVersion, QueueData, RegisterBrokerRequest, RegisterBrokerResult
-from namesrv.registry.service import Registration, RegistryService
+from namesrv.registry.registration import Registration
+from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
 from tests.builders import register
 from tests.registry.conftest import MakeService

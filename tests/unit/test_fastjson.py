@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect, IntKeyDict, RawJson, ascii_escape, dumps, quote
 from namesrv.protocol.lenient_json import loads
+from namesrv.protocol.render import route_json
 from tests.unit import golden
 
 MAPPING_INFO = {
@@ -37,13 +40,20 @@ ROUTE = TopicRouteData(
 
 
 def test_route_in_the_default_dialect() -> None:
-    assert ROUTE.to_json(Dialect.DEFAULT) == golden.ROUTE_DEFAULT_DIALECT
+    assert route_json(ROUTE, Dialect.DEFAULT) == golden.ROUTE_DEFAULT_DIALECT
     assert '"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10921"}' in golden.ROUTE_DEFAULT_DIALECT
 
 
 def test_route_in_the_standard_dialect() -> None:
-    assert ROUTE.to_json(Dialect.STANDARD) == golden.ROUTE_STANDARD_DIALECT
+    assert route_json(ROUTE, Dialect.STANDARD) == golden.ROUTE_STANDARD_DIALECT
     assert '"zoneName":"zone-\\u00E9"' in golden.ROUTE_STANDARD_DIALECT
+
+
+def test_route_with_the_mapping_the_domain_reads_from_the_store() -> None:
+    """domain.routes gives ``currIdMap`` int keys in a plain dict: rendering makes it Java's map."""
+    plain = replace(ROUTE, topicQueueMappingByBroker={"broker-a": {**MAPPING_INFO, "currIdMap": {0: 0}}})
+    assert route_json(plain, Dialect.DEFAULT) == golden.ROUTE_DEFAULT_DIALECT
+    assert route_json(plain, Dialect.STANDARD) == golden.ROUTE_STANDARD_DIALECT
 
 
 def test_route_from_plain_dicts() -> None:

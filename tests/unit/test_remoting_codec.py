@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from namesrv.domain.codes import LANGUAGES, ResponseCode, topic_not_exist_remark
 from namesrv.protocol.headers import get_bool, get_int, get_long, get_str
+from namesrv.protocol.json_header import decode_json_header as full_json_decode
 from namesrv.protocol.register_body import crc32_masked, crc32_matches
 from namesrv.protocol.remoting import (
     DEFAULT_MAX_FRAME,
@@ -30,7 +31,6 @@ from namesrv.protocol.remoting import (
     encode,
     response_to,
 )
-from namesrv.protocol.remoting import _decode_json_header as full_json_decode
 from tests.unit import golden
 
 

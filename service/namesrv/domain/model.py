@@ -1,9 +1,9 @@
 """The NameServer's data, as immutable values with RocketMQ's field names.
 
-``to_obj`` gives the plain structure :mod:`namesrv.protocol.fastjson` renders (bean
-properties in alphabetical order, Java ``Map<Long, …>`` as :class:`IntKeyDict`);
 ``from_obj`` accepts what a Java broker or an HTTP client sends, with types checked so that a
-bad payload is a :class:`BadRequest`, never a half-written registration.
+bad payload is a :class:`BadRequest`, never a half-written registration. The model knows no
+wire format: :mod:`namesrv.protocol.render` turns it into what RocketMQ's fastjson writes. The
+only texts made here are the ones the store keeps (see ``to_json``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,11 @@ from typing import Any
 
 from namesrv.domain.codes import PERM_WRITE
 from namesrv.domain.errors import BadRequest
-from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps, quote
+
+# The one wire-layer import left: QueueData.to_json's escaping, until registry/service.py
+# renders stored QueueData through namesrv.protocol.render (tests/unit/test_domain_imports.py
+# lists it as pending and fails once it is no longer needed).
+from namesrv.protocol.fastjson import quote
 
 JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
 JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
@@ -107,11 +111,9 @@ class DataVersion:
     stateVersion: int = 0
     timestamp: int = 0
 
-    def to_obj(self) -> dict[str, Any]:
-        return {"counter": self.counter, "stateVersion": self.stateVersion, "timestamp": self.timestamp}
-
     def to_json(self) -> str:
-        return dumps(self.to_obj())
+        """The text the store keeps and compares (fastjson's, byte for byte: three ints)."""
+        return f'{{"counter":{self.counter},"stateVersion":{self.stateVersion},"timestamp":{self.timestamp}}}'
 
     @classmethod
     def from_obj(cls, obj: Any, where: str = "dataVersion") -> DataVersion:
@@ -179,18 +181,9 @@ class QueueData:
     topicSysFlag: int
     writeQueueNums: int
 
-    def to_obj(self) -> dict[str, Any]:
-        return {
-            "brokerName": self.brokerName,
-            "perm": self.perm,
-            "readQueueNums": self.readQueueNums,
-            "topicSysFlag": self.topicSysFlag,
-            "writeQueueNums": self.writeQueueNums,
-        }
-
     def to_json(self) -> str:
-        """The canonical (DEFAULT dialect) text stored in Redis and sent on the wire; written
-        directly because registrations render thousands of these."""
+        """The canonical (fastjson DEFAULT dialect) text stored in Redis, whose layout the Lua
+        scripts read; written directly because registrations render thousands of these."""
         return (
             f'{{"brokerName":{quote(self.brokerName)},"perm":{self.perm},"readQueueNums":'
             f'{self.readQueueNums},"topicSysFlag":{self.topicSysFlag},"writeQueueNums":'
@@ -220,15 +213,6 @@ class BrokerData:
     brokerAddrs: Mapping[int, str]
     zoneName: str | None = None
     enableActingMaster: bool = False
-
-    def to_obj(self) -> dict[str, Any]:
-        return {
-            "brokerAddrs": IntKeyDict(self.brokerAddrs),
-            "brokerName": self.brokerName,
-            "cluster": self.cluster,
-            "enableActingMaster": self.enableActingMaster,
-            "zoneName": self.zoneName,
-        }
 
     @classmethod
     def from_store(cls, obj: Mapping[str, Any]) -> BrokerData:
@@ -301,26 +285,8 @@ class TopicRouteData:
     orderTopicConf: str | None = None
     topicQueueMappingByBroker: Mapping[str, Any] | None = None
 
-    def to_obj(self) -> dict[str, Any]:
-        return {
-            "brokerDatas": [b.to_obj() for b in self.brokerDatas],
-            "filterServerTable": {k: list(v) for k, v in self.filterServerTable.items()},
-            "orderTopicConf": self.orderTopicConf,
-            "queueDatas": [q.to_obj() for q in self.queueDatas],
-            "topicQueueMappingByBroker": self.topicQueueMappingByBroker,
-        }
-
-    def to_json(self, dialect: Dialect) -> str:
-        return dumps(self.to_obj(), dialect)
-
 
 @dataclass(frozen=True)
 class ClusterInfo:
     brokerAddrTable: Mapping[str, BrokerData]
     clusterAddrTable: Mapping[str, tuple[str, ...]]
-
-    def to_obj(self) -> dict[str, Any]:
-        return {
-            "brokerAddrTable": {k: v.to_obj() for k, v in self.brokerAddrTable.items()},
-            "clusterAddrTable": {k: list(v) for k, v in self.clusterAddrTable.items()},
-        }

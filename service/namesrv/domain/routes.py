@@ -14,7 +14,6 @@ import orjson
 
 from namesrv.domain.codes import PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
-from namesrv.protocol.fastjson import IntKeyDict
 
 
 # Stored QueueData and BrokerData texts repeat across topics (a broker's queues usually look
@@ -35,11 +34,12 @@ def parse_broker_data(text: str) -> BrokerData:
 
 
 def mapping_info(text: str) -> dict[str, Any]:
-    """A stored TopicQueueMappingInfo, with ``currIdMap`` back to a Java Integer-keyed map."""
+    """A stored TopicQueueMappingInfo, with ``currIdMap`` back to a Java Integer-keyed map (JSON
+    made its keys strings; :func:`namesrv.protocol.render.mapping_info_obj` writes them bare)."""
     obj: dict[str, Any] = orjson.loads(text)
     ids = obj.get("currIdMap")
     if isinstance(ids, dict):
-        obj["currIdMap"] = IntKeyDict({int(k): v for k, v in ids.items()})
+        obj["currIdMap"] = {int(k): v for k, v in ids.items()}
     return obj
 
 

@@ -17,6 +17,7 @@ from namesrv.http import payloads as p
 from namesrv.http.openapi import OPENAPI
 from namesrv.keys import HEALTH, METRICS, SCRIPTS, SERVICE, WORKER
 from namesrv.protocol.fastjson import Dialect, dumps
+from namesrv.protocol.render import cluster_info_obj, data_version_obj, route_obj
 from namesrv.registry.config_update import apply_update
 
 JSON = "application/json"
@@ -143,7 +144,9 @@ async def query_data_version(request: web.Request) -> web.Response:
     changed, stored = await request.app[SERVICE].query_data_version(
         p.required_str(body, "clusterName"), p.required_str(body, "brokerAddr"), version
     )
-    return json_response({"code": 0, "changed": changed, "dataVersion": stored.to_obj() if stored else None})
+    return json_response(
+        {"code": 0, "changed": changed, "dataVersion": data_version_obj(stored) if stored else None}
+    )
 
 
 async def wipe_write_perm(request: web.Request) -> web.Response:
@@ -181,13 +184,13 @@ async def route(request: web.Request) -> web.Response:
         raise NotFound(topic_not_exist_remark(topic), ResponseCode.TOPIC_NOT_EXIST)
     zone = request.query.get("zone") if request.query_string else None  # parse only if there is one
     if zone:
-        return fastjson_response(filter_by_zone(entry.data, zone).to_obj())
+        return fastjson_response(route_obj(filter_by_zone(entry.data, zone)))
     return web.Response(body=entry.encoded(Dialect.STANDARD), content_type=JSON)
 
 
 async def cluster(request: web.Request) -> web.Response:
     info: ClusterInfo = await request.app[SERVICE].cluster_info()
-    return fastjson_response(info.to_obj())
+    return fastjson_response(cluster_info_obj(info))
 
 
 # ---- topics ----

@@ -47,6 +47,7 @@ from namesrv.domain.errors import Busy, StoreUnavailable
 from namesrv.domain.model import TopicRouteData
 from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect
+from namesrv.protocol.render import route_json
 from namesrv.registry.route_impact import RouteImpact, route_impact
 
 Clock = Callable[[], float]
@@ -67,7 +68,7 @@ class CachedRoute:
     def encoded(self, dialect: Dialect) -> bytes:
         body = self._encoded.get(dialect)
         if body is None:
-            body = self._encoded[dialect] = self.data.to_json(dialect).encode()
+            body = self._encoded[dialect] = route_json(self.data, dialect).encode()
         return body
 
     def broker_names(self) -> set[str]:
@@ -81,7 +82,7 @@ class CachedRoute:
         key = zone.lower()
         body = self._zones.get(key)
         if body is None:
-            body = self._zones[key] = filter_by_zone(self.data, zone).to_json(Dialect.DEFAULT).encode()
+            body = self._zones[key] = route_json(filter_by_zone(self.data, zone), Dialect.DEFAULT).encode()
         return body
 
 

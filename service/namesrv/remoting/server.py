@@ -32,15 +32,10 @@ from namesrv.protocol.remoting import (
 )
 from namesrv.registry.registration import Registration
 from namesrv.registry.route_cache import STALE, Stale
+from namesrv.remoting.context import ConnectionState, HandlerContext, reply
 from namesrv.remoting.guard import FrameGuard, PartialFrame
-from namesrv.remoting.handlers import (
-    ConnectionState,
-    HandlerContext,
-    dispatch,
-    operation_name,
-    reply,
-    route_from_cache,
-)
+from namesrv.remoting.handlers import dispatch, operation_name
+from namesrv.remoting.routes import route_from_cache
 from namesrv.tls import ServerTls, create_server
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ from typing import Any
 
 from namesrv.domain.model import DataVersion, TopicConfig
 from namesrv.protocol.fastjson import dumps
+from namesrv.protocol.render import data_version_json, data_version_obj
 
 
 def topic_config_obj(tc: TopicConfig) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def topic_config_obj(tc: TopicConfig) -> dict[str, Any]:
 
 def wrapper_obj(topics: Mapping[str, TopicConfig], version: DataVersion) -> dict[str, Any]:
     return {
-        "dataVersion": version.to_obj(),
+        "dataVersion": data_version_obj(version),
         "topicConfigTable": {n: topic_config_obj(t) for n, t in topics.items()},
     }
 
@@ -39,7 +40,7 @@ def register_body_json(
 ) -> bytes:
     """``RegisterBrokerBody.encode(false)``: fastjson default JSON, as 5.x brokers send it."""
     wrapper = wrapper_obj(topics, version)
-    wrapper["mappingDataVersion"] = DataVersion().to_obj()
+    wrapper["mappingDataVersion"] = data_version_obj(DataVersion())
     wrapper["topicQueueMappingDetailMap"] = {}
     wrapper["topicQueueMappingInfoMap"] = dict(mappings or {})
     return dumps({"filterServerList": list(filters), "topicConfigSerializeWrapper": wrapper}).encode()
@@ -66,7 +67,7 @@ def register_body_compressed(
     """``RegisterBrokerBody.encode(true)``: zlib over length-prefixed parts; topicSysFlag and
     order are not carried. ``with_mappings`` is False for brokers older than 5.0.0."""
     out = bytearray()
-    _text(out, version.to_json())
+    _text(out, data_version_json(version))
     out += struct.pack(">i", len(topics))
     for tc in topics.values():
         _text(

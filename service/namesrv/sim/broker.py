@@ -12,6 +12,7 @@ from namesrv.domain.codes import ZONE_NAME, RequestCode, Version
 from namesrv.domain.model import DataVersion, TopicConfig
 from namesrv.protocol.register_body import crc32_masked
 from namesrv.protocol.remoting import RemotingCommand
+from namesrv.protocol.render import data_version_json
 from namesrv.sim.bodies import legacy_body_json, register_body_compressed, register_body_json
 from namesrv.sim.client import RemotingClient
 
@@ -108,7 +109,7 @@ class SimBroker:
 
     async def query_data_version(self) -> RemotingCommand:
         return await self.client.invoke(
-            RequestCode.QUERY_DATA_VERSION, self._ref(), self.data_version.to_json().encode()
+            RequestCode.QUERY_DATA_VERSION, self._ref(), data_version_json(self.data_version).encode()
         )
 
     async def run(

@@ -1,0 +1,77 @@
+"""The domain model as RocketMQ writes it: plain structures for :mod:`namesrv.protocol.fastjson`.
+
+The model (:mod:`namesrv.domain.model`) knows no wire format; this is where its values become
+the objects fastjson would serialize: bean properties by name (the renderer sorts them, which is
+fastjson's alphabetical bean order), Java ``Map<Integer|Long, …>`` as :class:`IntKeyDict` so the
+DEFAULT dialect writes their keys bare, and ``None`` for the nulls fastjson leaves out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from namesrv.domain.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicRouteData
+from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps
+
+
+def data_version_obj(version: DataVersion) -> dict[str, Any]:
+    return {"counter": version.counter, "stateVersion": version.stateVersion, "timestamp": version.timestamp}
+
+
+def data_version_json(version: DataVersion) -> str:
+    """A QUERY_DATA_VERSION body (DEFAULT dialect)."""
+    return dumps(data_version_obj(version))
+
+
+def queue_data_obj(queue: QueueData) -> dict[str, Any]:
+    return {
+        "brokerName": queue.brokerName,
+        "perm": queue.perm,
+        "readQueueNums": queue.readQueueNums,
+        "topicSysFlag": queue.topicSysFlag,
+        "writeQueueNums": queue.writeQueueNums,
+    }
+
+
+def broker_data_obj(broker: BrokerData) -> dict[str, Any]:
+    return {
+        "brokerAddrs": IntKeyDict(broker.brokerAddrs),
+        "brokerName": broker.brokerName,
+        "cluster": broker.cluster,
+        "enableActingMaster": broker.enableActingMaster,
+        "zoneName": broker.zoneName,
+    }
+
+
+def mapping_info_obj(info: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A TopicQueueMappingInfo: its ``currIdMap`` is a Java ``Map<Integer, Integer>``."""
+    ids = info.get("currIdMap")
+    if isinstance(ids, dict) and not isinstance(ids, IntKeyDict):
+        return {**info, "currIdMap": IntKeyDict(ids)}
+    return info
+
+
+def route_obj(route: TopicRouteData) -> dict[str, Any]:
+    mappings = route.topicQueueMappingByBroker
+    return {
+        "brokerDatas": [broker_data_obj(b) for b in route.brokerDatas],
+        "filterServerTable": {k: list(v) for k, v in route.filterServerTable.items()},
+        "orderTopicConf": route.orderTopicConf,
+        "queueDatas": [queue_data_obj(q) for q in route.queueDatas],
+        "topicQueueMappingByBroker": (
+            None if mappings is None else {k: mapping_info_obj(v) for k, v in mappings.items()}
+        ),
+    }
+
+
+def route_json(route: TopicRouteData, dialect: Dialect) -> str:
+    """A GET_ROUTEINFO_BY_TOPIC body in ``dialect``."""
+    return dumps(route_obj(route), dialect)
+
+
+def cluster_info_obj(info: ClusterInfo) -> dict[str, Any]:
+    return {
+        "brokerAddrTable": {k: broker_data_obj(v) for k, v in info.brokerAddrTable.items()},
+        "clusterAddrTable": {k: list(v) for k, v in info.clusterAddrTable.items()},
+    }
