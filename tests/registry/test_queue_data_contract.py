@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 from namesrv.domain.model import QueueData, TopicConfig
+from namesrv.protocol import render
 from namesrv.protocol.fastjson import quote
 from namesrv.registry.service import RegistryService
 from tests.builders import register
@@ -32,7 +33,7 @@ NAMES = ["broker-a", 'x,"perm":7,"y', "名字", "a\\b"]
 @pytest.mark.parametrize("name", NAMES)
 def test_workers_write_perm_between_fixed_neighbours(name: str) -> None:
     texts = [
-        QueueData(name, perm=7, readQueueNums=8, topicSysFlag=1, writeQueueNums=4).to_json(),
+        render.queue_data_json(QueueData(name, perm=7, readQueueNums=8, topicSysFlag=1, writeQueueNums=4)),
         TopicConfig("T", readQueueNums=8, writeQueueNums=4, perm=7, topicSysFlag=1).queue_data_json(
             quote(name)
         ),

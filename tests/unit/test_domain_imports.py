@@ -17,10 +17,6 @@ from namesrv.protocol.render import data_version_json
 
 DOMAIN = Path(__file__).resolve().parents[2] / "service" / "namesrv" / "domain"
 FORBIDDEN = ("namesrv.protocol", "namesrv.remoting", "namesrv.http")
-# (file, module, name) imports still waiting for their caller to move: registry/service.py
-# stores QueueData.to_json(); once it renders through namesrv.protocol.render, drop the entry
-# (the last test fails until then, so this list cannot outlive its reason).
-PENDING = {("model.py", "namesrv.protocol.fastjson", "quote")}
 
 
 def _imports(path: Path) -> list[tuple[str, str]]:
@@ -48,7 +44,6 @@ def _violations(path: Path) -> list[str]:
         f"{module}:{name}" if name else module
         for module, name in _imports(path)
         if (_forbidden(module) or (name and _forbidden(f"{module}.{name}")))
-        and (path.name, module, name) not in PENDING
     )
 
 
@@ -61,13 +56,6 @@ def _domain_files() -> list[Path]:
 @pytest.mark.parametrize("path", _domain_files(), ids=lambda p: p.name)
 def test_domain_module_imports_no_wire_layer_or_transport(path: Path) -> None:
     assert not _violations(path), f"domain/{path.name} imports {_violations(path)}"
-
-
-def test_pending_exceptions_are_still_needed() -> None:
-    for file, module, name in PENDING:
-        assert (module, name) in _imports(DOMAIN / file), (
-            f"{file} no longer imports {name}: drop it from PENDING"
-        )
 
 
 def test_the_check_sees_every_kind_of_import(tmp_path: Path) -> None:

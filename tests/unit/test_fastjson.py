@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
+from namesrv.protocol import render
 from namesrv.protocol.fastjson import Dialect, IntKeyDict, RawJson, ascii_escape, dumps, quote
 from namesrv.protocol.lenient_json import loads
 from namesrv.protocol.render import route_json
@@ -69,7 +70,7 @@ def test_route_from_plain_dicts() -> None:
         ],
         "filterServerTable": {},
         "orderTopicConf": "broker-a:8",
-        "queueDatas": [RawJson(QueueData("broker-a", 6, 8, 0, 8).to_json())],
+        "queueDatas": [RawJson(render.queue_data_json(QueueData("broker-a", 6, 8, 0, 8)))],
         "topicQueueMappingByBroker": {"broker-a": MAPPING_INFO},
     }
     assert dumps(route) == golden.ROUTE_DEFAULT_DIALECT

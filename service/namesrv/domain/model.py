@@ -17,11 +17,6 @@ from typing import Any
 from namesrv.domain.codes import PERM_WRITE
 from namesrv.domain.errors import BadRequest
 
-# The one wire-layer import left: QueueData.to_json's escaping, until registry/service.py
-# renders stored QueueData through namesrv.protocol.render (tests/unit/test_domain_imports.py
-# lists it as pending and fails once it is no longer needed).
-from namesrv.protocol.fastjson import quote
-
 JAVA_INT_MIN, JAVA_INT_MAX = -(2**31), 2**31 - 1
 JAVA_LONG_MIN, JAVA_LONG_MAX = -(2**63), 2**63 - 1
 MAX_NAME_LENGTH = 255  # TopicValidator's limit for %RETRY%/%DLQ% topics; also caps other names
@@ -180,15 +175,6 @@ class QueueData:
     readQueueNums: int
     topicSysFlag: int
     writeQueueNums: int
-
-    def to_json(self) -> str:
-        """The canonical (fastjson DEFAULT dialect) text stored in Redis, whose layout the Lua
-        scripts read; written directly because registrations render thousands of these."""
-        return (
-            f'{{"brokerName":{quote(self.brokerName)},"perm":{self.perm},"readQueueNums":'
-            f'{self.readQueueNums},"topicSysFlag":{self.topicSysFlag},"writeQueueNums":'
-            f"{self.writeQueueNums}}}"
-        )
 
     @classmethod
     def from_obj(cls, obj: Any, where: str = "queueData") -> QueueData:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from namesrv.domain.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicRouteData
-from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps
+from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps, quote
 
 
 def data_version_obj(version: DataVersion) -> dict[str, Any]:
@@ -22,6 +22,16 @@ def data_version_obj(version: DataVersion) -> dict[str, Any]:
 def data_version_json(version: DataVersion) -> str:
     """A QUERY_DATA_VERSION body (DEFAULT dialect)."""
     return dumps(data_version_obj(version))
+
+
+def queue_data_json(queue: QueueData) -> str:
+    """The canonical (fastjson DEFAULT dialect) text stored in Redis, whose layout the Lua
+    scripts read; written directly because registrations render thousands of these."""
+    return (
+        f'{{"brokerName":{quote(queue.brokerName)},"perm":{queue.perm},"readQueueNums":'
+        f'{queue.readQueueNums},"topicSysFlag":{queue.topicSysFlag},"writeQueueNums":'
+        f"{queue.writeQueueNums}}}"
+    )
 
 
 def queue_data_obj(queue: QueueData) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from namesrv.domain.model import (
     check_new_topic,
 )
 from namesrv.limits import utf8_length
+from namesrv.protocol import render
 from namesrv.protocol.body_delta import RegisterBodyDecoder
 from namesrv.registry.registration import BrokerRegistrar, Registration
 from namesrv.registry.route_cache import CachedRoute, Peeked, Routes, UncachedRoutes
@@ -195,7 +196,7 @@ class RegistryService:
         if not queue_datas:
             return 0
         written = await self.store.register_topic(
-            topic, [(q.brokerName, q.to_json(), q.topicSysFlag) for q in queue_datas]
+            topic, [(q.brokerName, render.queue_data_json(q), q.topicSysFlag) for q in queue_datas]
         )
         self._wrote()
         return written

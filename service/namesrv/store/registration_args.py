@@ -120,7 +120,7 @@ class RegisterBrokerArgs:
 
 class TopicWrite(NamedTuple):  # a tuple: registrations build 10,000 at a time
     topic: str
-    queue_data_json: str  # QueueData.to_json()'s layout: the script reads topicSysFlag from it
+    queue_data_json: str  # render.queue_data_json's layout: the script reads topicSysFlag from it
 
 
 @dataclass(frozen=True)
