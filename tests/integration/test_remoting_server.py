@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from namesrv.app import begin_drain
 from namesrv.config import Settings
 from namesrv.keys import REMOTING, SERVICE
-from namesrv.protocol.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, encode
+from namesrv.protocol.remoting import SERIALIZE_ROCKETMQ, FrameDecoder, RemotingCommand, encode
 from namesrv.registry.route_cache import STALE, RouteCache
 from namesrv.sim.broker import RegistrationFailed, SimBroker, topic_configs
 from namesrv.sim.cli import main as sim_main
@@ -62,6 +62,30 @@ async def test_many_requests_in_flight_on_one_connection(node: tuple[Any, str]) 
         replies = await asyncio.gather(*(c.send(cmd) for cmd in commands))
     assert [r.opaque for r in replies] == [cmd.opaque for cmd in commands]
     assert [r.code for r in replies] == [0 if i % 2 else 17 for i in range(200)]
+
+
+async def test_a_burst_of_frames_in_one_write_is_answered_whole(node: tuple[Any, str]) -> None:
+    """2,000 frames in one write (a client far ahead of the worker): every one is answered once,
+    with its own answer, and the connection goes on serving after it."""
+    _, addr = node
+    async with await RemotingClient.connect(addr) as c:
+        await broker(c).register()
+        burst = [c.request(105, {"topic": "TopicTest" if i % 3 else "Missing"}) for i in range(2000)]
+        host, port = addr.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"".join(encode(cmd) for cmd in burst))
+        decoder = FrameDecoder(1 << 26)
+        replies: list[RemotingCommand] = []
+        while len(replies) < 2000:
+            replies += decoder.feed(await asyncio.wait_for(reader.read(65536), 10))
+        last = c.request(106)
+        writer.write(encode(last))
+        while len(replies) < 2001:
+            replies += decoder.feed(await asyncio.wait_for(reader.read(65536), 10))
+        writer.close()
+    codes = {r.opaque: r.code for r in replies[:2000]}
+    assert [codes.get(cmd.opaque) for cmd in burst] == [0 if i % 3 else 17 for i in range(2000)]
+    assert (replies[-1].opaque, replies[-1].code) == (last.opaque, 0)
 
 
 async def test_oneway_requests_get_no_reply(node: tuple[Any, str], redis: Redis, namespace: str) -> None:
