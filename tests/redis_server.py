@@ -5,50 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import subprocess
 import tempfile
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import redis
-
-from namesrv.procs import die_with_parent
-from namesrv.store.embedded import free_port, redis_server_command
+from bench.redis_launcher import spawn_redis, stop_redis, wait_for_ping
 
 
 @contextlib.contextmanager
 def local_redis(extra_args: tuple[str, ...] = ()) -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="namesrv-test-redis-") as tmp:
-        port = free_port()
-        command = redis_server_command(port, Path(tmp), append_only=False, logfile=Path(tmp) / "redis.log")
-        proc = subprocess.Popen(
-            [*command, *extra_args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=die_with_parent(),  # no stray server when a test run is killed
-        )
-        url = f"redis://127.0.0.1:{port}/0"
+        popen, url = spawn_redis(Path(tmp), logfile=Path(tmp) / "redis.log", extra_args=extra_args)
         try:
-            client = redis.Redis.from_url(url)
-            for _ in range(200):
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    if proc.poll() is not None:
-                        raise RuntimeError("redis-server exited at start") from None
-                    time.sleep(0.025)
-            client.close()
+            wait_for_ping(url, popen, tries=200)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_redis(popen)
 
 
 def _container() -> Any:

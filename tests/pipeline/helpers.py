@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
-from namesrv.pipeline import parse
+from namesrv.pipeline import dedup, parse
 from namesrv.pipeline.synth import QD, MemoryLog, Registry
 
 T0 = 1_793_491_200_000  # 2026-11-01T00:00:00Z
@@ -23,8 +23,8 @@ def parse_lines(
 ) -> tuple[DataFrame, DataFrame]:
     """(events, rejects) exactly as stage 1 of the job builds them."""
     checked = lines_df(spark, lines).transform(parse.check_lines(max_skew_ms)).cache()
-    events, duplicates = parse.split_duplicates(parse.valid_lines(checked))
-    return events, parse.line_rejects(checked).unionByName(duplicates)
+    events, duplicates = dedup.split_duplicates(dedup.valid_lines(checked))
+    return events, dedup.line_rejects(checked).unionByName(duplicates)
 
 
 def new_log() -> tuple[Registry, MemoryLog]:

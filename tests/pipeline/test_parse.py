@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 from pyspark.testing import assertDataFrameEqual
 
-from namesrv.pipeline import parse
+from namesrv.pipeline import dedup, parse
 from namesrv.pipeline import schemas as S
 from tests.pipeline.helpers import QUEUE, T0, new_log, parse_lines
 from tests.pipeline.helpers import S as SEC
@@ -175,8 +175,8 @@ def test_parquet_rows_are_checked_like_lines(spark: SparkSession) -> None:
     )
     df = spark.createDataFrame([(i, f, "a.parquet") for i, f in rows], schema)
     checked = df.transform(parse.parquet_records()).transform(parse.check_records()).cache()
-    events, duplicates = parse.split_duplicates(parse.valid_lines(checked))
-    rejects = parse.line_rejects(checked).unionByName(duplicates)
+    events, duplicates = dedup.split_duplicates(dedup.valid_lines(checked))
+    rejects = dedup.line_rejects(checked).unionByName(duplicates)
     assert [r["id"] for r in events.collect()] == [f"{T0}-0"]
     expected = spark.createDataFrame(
         [
@@ -209,5 +209,5 @@ def test_a_duplicated_entry_keeps_the_same_copy_in_both_formats(spark: SparkSess
     df = spark.createDataFrame([(f"{T0}-0", f, "p") for f in (b, a)], schema)
     # cached like the job's staged lines: deduplication reads the checked rows more than once
     checked = df.transform(parse.parquet_records()).transform(parse.check_records()).cache()
-    from_rows, _ = parse.split_duplicates(parse.valid_lines(checked))
+    from_rows, _ = dedup.split_duplicates(dedup.valid_lines(checked))
     assertDataFrameEqual(from_rows, from_text)

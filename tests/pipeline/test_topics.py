@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual
 
-from namesrv.pipeline import brokers, topics
+from namesrv.pipeline import brokers, registry_history, topics
 from namesrv.pipeline import schemas as S
 from tests.pipeline.helpers import QUEUE, T0, new_log, parse_lines
 from tests.pipeline.helpers import S as SEC
@@ -167,7 +167,7 @@ def test_route_as_of(
     spark: SparkSession, events: DataFrame, as_of: float, rows: list[tuple[str, str, str, int]]
 ) -> None:
     expected = spark.createDataFrame(_route(as_of, rows), S.ROUTE_AS_OF)
-    assertDataFrameEqual(events.transform(topics.route_as_of(at(as_of))), expected)
+    assertDataFrameEqual(events.transform(registry_history.route_as_of(at(as_of))), expected)
 
 
 def test_registry_size_at_the_end_of_each_bucket(
@@ -189,7 +189,7 @@ def test_registry_size_at_the_end_of_each_bucket(
         ],
         S.REGISTRY_SIZE,
     )
-    actual = topics.registry_size(events, changes, up, 10 * SEC, T0, END)
+    actual = registry_history.registry_size(events, changes, up, 10 * SEC, T0, END)
     assertDataFrameEqual(actual, expected)
 
 

@@ -107,12 +107,40 @@ def locked(project: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
         yield (extra[1] if extra else ""), canonicalize_name(dep["name"]), specifier
 
 
+def declared_groups(pyproject_file: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(group, name, specifier) of every PEP 735 dependency group entry (include-group not used)."""
+    for group, requirements in pyproject_file.get("dependency-groups", {}).items():
+        for text in requirements:
+            req = Requirement(text)
+            yield group, canonicalize_name(req.name), str(req.specifier)
+
+
+def locked_groups(project: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    for group, deps in project["metadata"].get("requires-dev", {}).items():
+        for dep in deps:
+            specifier = str(Requirement(f"x{dep.get('specifier', '')}").specifier)
+            yield group, canonicalize_name(dep["name"]), specifier
+
+
 def test_uv_lock_was_resolved_from_this_pyproject(
     lock: dict[str, list[dict[str, Any]]], pyproject: dict[str, Any]
 ) -> None:
     [project] = lock[PROJECT]
     assert project["version"] == pyproject["version"]
     assert sorted(locked(project)) == sorted(declared(pyproject)), "pyproject.toml changed: run `make lock`"
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        groups = sorted(declared_groups(tomllib.load(fh)))
+    assert sorted(locked_groups(project)) == groups, "pyproject.toml changed: run `make lock`"
+
+
+def test_test_tools_are_a_dependency_group_not_a_published_extra(pyproject: dict[str, Any]) -> None:
+    extras = {
+        canonicalize_name(Requirement(t).name)
+        for ts in pyproject["optional-dependencies"].values()
+        for t in ts
+    }
+    assert not extras & {"pytest", "mypy", "ruff", "hypothesis"}
+    assert "dev" not in pyproject["optional-dependencies"]
 
 
 def test_requirements_lock_pins_exactly_the_runtime_set_with_locked_hashes(

@@ -4,11 +4,14 @@
 (or ``spark-submit .../namesrv/pipeline/__main__.py run ...``). Modules:
 
 * :mod:`.schemas` every StructType; :mod:`.io` the only code that touches paths;
-* :mod:`.parse` lines → typed events + rejects; :mod:`.brokers` sessions, availability,
-  heartbeat gaps, flapping; :mod:`.topics` queue history, writability, registry size, route as
-  of an instant — all pure ``DataFrame -> DataFrame`` functions;
-* :mod:`.job` ``run(spark, cfg)``; :mod:`.report` Markdown + PNG report; :mod:`.synth` the
-  synthetic history generator; :mod:`.cli` the command line.
+  :mod:`.kinds` the event kinds and their required fields;
+* :mod:`.parse` lines → checked records; :mod:`.dedup` → typed events + rejects;
+  :mod:`.brokers` sessions, availability, heartbeat gaps, flapping; :mod:`.topics` queue
+  history, writability; :mod:`.registry_history` registry size, route as of an instant — all
+  pure ``DataFrame -> DataFrame`` functions;
+* :mod:`.job` ``run(spark, cfg)``; :mod:`.report` Markdown report (:mod:`.report_text`,
+  :mod:`.report_plots`); :mod:`.synth` the synthetic history generator (:mod:`.registry_model`
+  of the Lua scripts, :mod:`.sinks` the export's files); :mod:`.cli` the command line.
 
 Importing this package does not import PySpark (the generator runs without it).
 """

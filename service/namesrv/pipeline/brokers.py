@@ -26,7 +26,8 @@ from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from namesrv.pipeline import schemas as S
-from namesrv.pipeline.parse import REMOVAL_KINDS, conform
+from namesrv.pipeline.kinds import REMOVAL_KINDS
+from namesrv.pipeline.schemas import conform
 
 Transform = Callable[[DataFrame], DataFrame]
 MEMBER = ("cluster", "broker_addr")

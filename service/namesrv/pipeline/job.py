@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from namesrv.pipeline import brokers, io, parse, topics
+from namesrv.pipeline import brokers, dedup, io, parse, registry_history, topics
 from namesrv.pipeline import schemas as S
 
 log = logging.getLogger(__name__)
@@ -123,14 +123,14 @@ def ingest(spark: SparkSession, cfg: PipelineConfig) -> None:
     io.replace_dir(spark, io.join(staging, "status=event"), events_path)
     bad = io.join(staging, "status=reject")
     rejects = (
-        parse.line_rejects(spark.read.schema(S.STAGED_REJECT).parquet(bad))
+        dedup.line_rejects(spark.read.schema(S.STAGED_REJECT).parquet(bad))
         if io.path_exists(spark, bad)
         else spark.createDataFrame([], S.REJECTS)
     )
     suspects = io.join(staging, "status=check")
     if io.path_exists(spark, suspects):
         staged = spark.read.schema(S.STAGED_LINE).parquet(suspects)
-        events, duplicates = parse.split_duplicates(staged)
+        events, duplicates = dedup.split_duplicates(staged)
         events.write.mode("append").partitionBy("day").parquet(events_path)
         rejects = rejects.unionByName(duplicates)
     _write(rejects.coalesce(1), cfg.output, "rejects")
@@ -203,12 +203,12 @@ def answers(spark: SparkSession, cfg: PipelineConfig, summary: RunSummary) -> No
     changes = io.read_table(spark, out, "queue_changes", S.QUEUE_CHANGES)
     deletes = topics.topic_deletes(events)
     _write(topics.topic_unwritable(changes, up, deletes, end), out, "topic_unwritable")
-    size = topics.registry_size(events, changes, up, cfg.bucket_ms, start, end)
+    size = registry_history.registry_size(events, changes, up, cfg.bucket_ms, start, end)
     _write(size.coalesce(1), out, "registry_size")
 
     routes: DataFrame = spark.createDataFrame([], S.ROUTE_AS_OF)
     for instant in cfg.as_of_ms:
-        routes = routes.unionByName(events.transform(topics.route_as_of(instant)))
+        routes = routes.unionByName(events.transform(registry_history.route_as_of(instant)))
     _write(routes, out, "route_as_of")
 
 

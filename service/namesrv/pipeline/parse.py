@@ -25,49 +25,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from namesrv.pipeline import schemas as S
+from namesrv.pipeline.kinds import (
+    KNOWN_KINDS,
+    NUMERIC_FIELDS,
+    NUMERIC_REQUIRED,
+    QUEUE_KINDS,
+    REGISTER_OK,
+    REMOVAL_KINDS,
+    REQUIRED,
+)
+from namesrv.store.changelog import EventKind as K
 
 Transform = Callable[[DataFrame], DataFrame]
 
-MEMBER_KINDS = ("register", "heartbeat", "unregister", "close", "expire", "fenced")
-REMOVAL_KINDS = ("unregister", "close", "expire")
-QUEUE_KINDS = ("registerQueues", "cleanQueues", "wipePerm", "addPerm", "topicRegister", "topicDelete")
-OTHER_KINDS = ("kvPut", "kvDelete", "config")
-KNOWN_KINDS: tuple[str, ...] = MEMBER_KINDS + QUEUE_KINDS + OTHER_KINDS
-_MEMBER = ("cluster", "brokerName", "brokerAddr")
-
-# Fields each kind must carry (lua/README.md, "Change log"); "register:ok" adds to "register".
-REQUIRED: Mapping[str, tuple[str, ...]] = {
-    "register": ("result", *_MEMBER, "brokerId"),
-    "register:ok": ("epoch", "deadline", "timeoutMillis", "newSession", "brokerData"),
-    "registerQueues": (*_MEMBER, "upserted", "removed"),
-    "heartbeat": (*_MEMBER, "deadline", "timeoutMillis"),
-    "unregister": (*_MEMBER, "brokerData", "removed"),
-    "close": (*_MEMBER, "brokerData", "removed"),
-    "expire": (*_MEMBER, "deadline", "brokerData", "removed"),
-    "fenced": ("reason", *_MEMBER),
-    "cleanQueues": ("brokerName", "removed", "upserted"),
-    "wipePerm": ("brokerName", "upserted"),
-    "addPerm": ("brokerName", "upserted"),
-    "topicRegister": ("topic", "upserted"),
-    "topicDelete": ("topic", "brokerNames"),
-    "kvPut": ("namespace", "key"),
-    "kvDelete": ("namespace", "key"),
-    "config": ("changes",),
-}
-# Integer fields: must parse when non-empty ("" is allowed where Lua writes it, e.g. the epoch
-# of an unregister of a broker that was not live).
-NUMERIC_FIELDS = ("ts", "brokerId", "epoch", "deadline", "timeoutMillis", "currentEpoch", "mode")
-# Integer fields that must be non-empty for some kinds ("register:ok" = register with result ok).
-NUMERIC_REQUIRED: Mapping[str, tuple[str, ...]] = {
-    "register:ok": ("deadline", "timeoutMillis", "epoch"),
-    "heartbeat": ("deadline", "timeoutMillis"),
-    "expire": ("deadline",),
-}
 DEFAULT_MAX_SKEW_MS = 60_000
 
 
@@ -121,7 +95,7 @@ def _bad_json() -> Column:
     """Comma-separated JSON fields the kind uses that do not parse."""
     kind = F.col("kind")
     bd_raw, bd, ups = _f("brokerData"), F.col("_bd"), F.col("_ups")
-    bad_bd = kind.isin("register", *REMOVAL_KINDS) & bd_raw.isNotNull() & (bd_raw != "")
+    bad_bd = kind.isin(K.REGISTER, *REMOVAL_KINDS) & bd_raw.isNotNull() & (bd_raw != "")
     bad_bd = bad_bd & (bd.isNull() | bd["brokerName"].isNull() | bd["brokerAddrs"].isNull())
     bad_ups = kind.isin(*QUEUE_KINDS[:-1]) & (
         ups.isNull()
@@ -136,9 +110,9 @@ def _bad_json() -> Column:
             ),
         )
     )
-    bad_removed = kind.isin("registerQueues", "cleanQueues") & F.col("_removed").isNull()
+    bad_removed = kind.isin(K.REGISTER_QUEUES, K.CLEAN_QUEUES) & F.col("_removed").isNull()
     bad_removed = bad_removed | (kind.isin(*REMOVAL_KINDS) & ~_f("removed").isin("0", "1"))
-    bad_names = (kind == "topicDelete") & F.col("_broker_names").isNull()
+    bad_names = (kind == K.TOPIC_DELETE) & F.col("_broker_names").isNull()
     return _joined(
         [("brokerData", bad_bd), ("upserted", bad_ups), ("removed", bad_removed), ("brokerNames", bad_names)]
     )
@@ -193,9 +167,10 @@ def check_records(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
     event columns and ``reject_reason``/``reject_detail`` (null when it is a valid event).
 
     Answers: which lines can be trusted, and why each other one cannot. Duplicates are decided
-    later (:func:`split_duplicates`), among lines that pass every other check. Intermediate
-    columns are computed in their own projection and referenced by name (the optimizer does not
-    inline non-trivial expressions used twice, so each nested JSON value is parsed once)."""
+    later (:func:`namesrv.pipeline.dedup.split_duplicates`), among lines that pass every other
+    check. Intermediate columns are computed in their own projection and referenced by name (the
+    optimizer does not inline non-trivial expressions used twice, so each nested JSON value is
+    parsed once)."""
 
     def _(records: DataFrame) -> DataFrame:
         df = records.select(
@@ -210,7 +185,7 @@ def check_records(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
         id_ms = F.substring_index(F.col("id"), "-", 1).try_cast("long")
         id_seq = F.substring_index(F.col("id"), "-", -1).try_cast("long")
         kind = _f("kind")
-        key = F.when((kind == "register") & (_f("result") == "ok"), F.lit("register:ok")).otherwise(kind)
+        key = F.when((kind == K.REGISTER) & (_f("result") == "ok"), F.lit(REGISTER_OK)).otherwise(kind)
         queue_kind = kind.isin(*QUEUE_KINDS[:-1])
         df = df.select(
             "*",
@@ -222,9 +197,9 @@ def check_records(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
             F.when(queue_kind, _parsed_upserts()).alias("_ups"),
             _parsed_broker_data().alias("_bd"),
             F.when(
-                kind.isin("registerQueues", "cleanQueues"), F.from_json(_f("removed"), S.NAMES_JSON)
+                kind.isin(K.REGISTER_QUEUES, K.CLEAN_QUEUES), F.from_json(_f("removed"), S.NAMES_JSON)
             ).alias("_removed"),
-            F.when(kind == "topicDelete", F.from_json(_f("brokerNames"), S.NAMES_JSON)).alias(
+            F.when(kind == K.TOPIC_DELETE, F.from_json(_f("brokerNames"), S.NAMES_JSON)).alias(
                 "_broker_names"
             ),
         )
@@ -235,13 +210,13 @@ def check_records(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
             "id_seq", F.when(id_ok, F.col("_id_seq"))
         )
         k, key = F.col("kind"), F.col("_key")
-        ok = key == "register:ok"
+        ok = key == REGISTER_OK
 
         def required(n: str) -> Column:
             kinds = _kinds_requiring(REQUIRED, n)
-            plain = [x for x in kinds if x != "register:ok"]
+            plain = [x for x in kinds if x != REGISTER_OK]
             need = k.isin(*plain) if plain else F.lit(False)
-            if "register:ok" in kinds:
+            if REGISTER_OK in kinds:
                 need = need | ok
             return need
 
@@ -256,7 +231,7 @@ def check_records(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
             return unparsable | ((raw_n == "") & key.isin(*kinds))
 
         fields_required = sorted({n for names in REQUIRED.values() for n in names})
-        bad_result = (k == "register") & ~_f("result").isin("ok", "refused", "ignored")
+        bad_result = (k == K.REGISTER) & ~_f("result").isin("ok", "refused", "ignored")
         bad_new = ok & ~_f("newSession").isin("0", "1")
         df = df.select(
             "*",
@@ -303,7 +278,7 @@ def _event_columns() -> list[Column]:
         F.col("_ups"),
         lambda e: F.struct(
             e["topic"].alias("topic"),
-            F.when(kind == "topicRegister", e["qd"]["brokerName"]).otherwise(event_bn).alias("broker_name"),
+            F.when(kind == K.TOPIC_REGISTER, e["qd"]["brokerName"]).otherwise(event_bn).alias("broker_name"),
             e["qd"]["perm"].alias("perm"),
             e["qd"]["readQueueNums"].alias("read_queue_nums"),
             e["qd"]["writeQueueNums"].alias("write_queue_nums"),
@@ -365,74 +340,3 @@ def _reject_columns() -> list[Column]:
         # depend on the export's format. The job only evaluates it for IDs seen twice.
         F.xxhash64(F.col("id"), F.col("fields")).alias("line_hash"),
     ]
-
-
-def valid_lines(checked: DataFrame) -> DataFrame:
-    return checked.filter(F.col("reject_reason").isNull())
-
-
-def split_duplicates(valid: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Lines that passed every check → (events with one row per stream ID, duplicate rejects).
-
-    Answers: did the export (or a copy of it) hold the same entry twice? The kept line of an ID
-    is the one with the smallest line hash, so reruns keep the same line. Only IDs seen more
-    than once are shuffled by ID (found with a slim count), so the common case costs one small
-    aggregation."""
-    counts = valid.groupBy("id").agg(
-        F.count(F.lit(1)).alias("_copies"), F.count_distinct("line_hash").alias("_variants")
-    )
-    # Broadcast: only duplicated IDs (normally none) travel; the events themselves are not shuffled.
-    dup_ids = F.broadcast(counts.filter(F.col("_copies") > 1))
-    flagged = valid.join(dup_ids, "id", "left")
-    unique = flagged.filter(F.col("_copies").isNull())
-    dups = flagged.filter(F.col("_copies").isNotNull())
-    w = Window.partitionBy("id").orderBy("line_hash", "source_file")
-    ranked = dups.withColumn("_rank", F.row_number().over(w)).withColumn(
-        "_kept_hash", F.first("line_hash").over(w)
-    )
-    kept = ranked.filter(F.col("_rank") == 1)
-    events = unique.unionByName(kept.drop("_rank", "_kept_hash")).select(*S.EVENTS.fieldNames())
-    extra = ranked.filter(F.col("_rank") > 1)
-    conflict = F.col("line_hash") != F.col("_kept_hash")
-    rejects = extra.select(
-        F.col("id"),
-        F.when(conflict, F.lit("duplicate_conflict")).otherwise(F.lit("duplicate")).alias("reason"),
-        F.when(
-            conflict,
-            F.format_string(
-                "same id as a kept line with different content (%d variants)", F.col("_variants")
-            ),
-        )
-        .otherwise(F.format_string("identical copy %d of %d", F.col("_rank"), F.col("_copies")))
-        .alias("detail"),
-        F.col("kind"),
-        F.col("ts"),
-        F.col("day"),
-        F.lit(None).cast("string").alias("raw"),
-        F.col("source_file"),
-    )
-    return conform(events, S.EVENTS), conform(rejects, S.REJECTS)
-
-
-def line_rejects(checked: DataFrame) -> DataFrame:
-    """Every line that failed a check before deduplication, in the ``rejects`` schema."""
-    bad = checked.filter(F.col("reject_reason").isNotNull())
-    day = F.coalesce(F.col("day"), F.date_from_unix_date(F.floor(F.col("id_ms") / 86_400_000).cast("int")))
-    return conform(
-        bad.select(
-            F.col("id"),
-            F.col("reject_reason").alias("reason"),
-            F.col("reject_detail").alias("detail"),
-            F.col("kind"),
-            F.col("ts"),
-            day.alias("day"),
-            F.col("raw"),
-            F.col("source_file"),
-        ),
-        S.REJECTS,
-    )
-
-
-def conform(df: DataFrame, schema: StructType) -> DataFrame:
-    """Select the schema's columns in its order, cast to its types (fails on a missing column)."""
-    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])

@@ -2,99 +2,26 @@
 
 Only small aggregates reach the driver (per-member-day rows, histogram bins, the top intervals,
 per-bucket sizes, reject counts): every query below is bounded by the fleet's size or a limit,
-never by the number of events.
+never by the number of events. The words are in :mod:`.report_text`, the plots in
+:mod:`.report_plots`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import matplotlib.dates as mdates
-import matplotlib.pyplot as plt
-from matplotlib.colors import LinearSegmentedColormap
-from matplotlib.patches import Rectangle
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from namesrv.pipeline import io
+from namesrv.pipeline import report_plots as plots
+from namesrv.pipeline.kinds import REMOVAL_KINDS
+from namesrv.pipeline.report_text import duration, headline, table, ts, ts_ms
+from namesrv.store.changelog import EventKind as K
 
 TOP = 20
 TIMELINE_TOPICS = 15
-CAUSE_COLORS = {"no_route": "#3b0000", "no_live_master": "#d62728", "no_writable_queue": "#ff7f0e"}
-CAUSE_WORDS = {
-    "no_route": "had no route",
-    "no_live_master": "had no live master",
-    "no_writable_queue": "had no writable queue",
-}
-# What the event that started an interval did, in words ("broker pc-b expired").
-TRIGGER_WORDS = {
-    "expire": "expired",
-    "unregister": "unregistered",
-    "close": "lost its connection",
-    "cleanQueues": "had its queues cleaned",
-    "registerQueues": "stopped serving it",
-    "wipePerm": "had its write permission wiped",
-    "topicRegister": "was registered without write permission",
-}
-LINE_STYLES = ("-", "--", ":", "-.")
-
-
-def _num(when: datetime) -> float:
-    return float(mdates.date2num(when))  # type: ignore[no-untyped-call]
-
-
-def _time_axis(ax: Any) -> None:
-    """Ticks at round instants that fit the span (seconds for a minute, hours for a day), each
-    labelled once, with the date and time of day split (no repeated, ambiguous labels)."""
-    locator = mdates.AutoDateLocator(tz=UTC, minticks=4, maxticks=9)  # type: ignore[no-untyped-call]
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
-    ax.set_xlabel("UTC")
-
-
-def ts(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def ts_ms(ms: int | None) -> str:
-    """An instant to the millisecond (--as-of instants are chosen to the millisecond)."""
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def _dt(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
-
-
-def duration(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    s = ms / 1000
-    if s < 120:
-        return f"{s:.1f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    if not rows:
-        return "_none_\n"
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    cells = [["-" if c is None else str(c).replace("|", "\\|") for c in r] for r in rows]
-    out += ["| " + " | ".join(r) + " |" for r in cells]
-    return "\n".join(out) + "\n"
 
 
 @dataclass
@@ -108,114 +35,6 @@ class Report:
         from namesrv.pipeline.job import TABLES
 
         return io.read_table(self.spark, self.tables, name, TABLES[name])
-
-    # ---- plots ----
-    def availability_heatmap(self, rows: list[Row]) -> str | None:
-        if not rows:
-            return None
-        members = sorted({(r["cluster"], r["broker_name"] or "?", r["broker_addr"]) for r in rows})
-        days = sorted({r["day"] for r in rows})
-        index = {m: i for i, m in enumerate(members)}
-        grid = [[float("nan")] * len(days) for _ in members]
-        for r in rows:
-            if r["availability"] is not None:
-                grid[index[(r["cluster"], r["broker_name"] or "?", r["broker_addr"])]][
-                    days.index(r["day"])
-                ] = r["availability"]
-        cmap = LinearSegmentedColormap.from_list(
-            "avail", ["#b2182b", "#f4a582", "#fddbc7", "#d9f0d3", "#1b7837"]
-        )
-        fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(days) + 3.5), max(2.5, 0.28 * len(members) + 1.2)))
-        im = ax.imshow(grid, aspect="auto", cmap=cmap, vmin=0.9, vmax=1.0, interpolation="nearest")
-        ax.set_xticks(range(len(days)), [str(d) for d in days], rotation=30, ha="right")
-        ax.set_yticks(range(len(members)), [f"{n}  {a}" for _, n, a in members], fontsize=7)
-        if len(members) * len(days) <= 400:
-            for i, row in enumerate(grid):
-                for j, v in enumerate(row):
-                    if v == v:  # not NaN
-                        ax.text(j, i, f"{100 * v:.2f}", ha="center", va="center", fontsize=6)
-        bar = fig.colorbar(im, ax=ax)
-        bar.set_label("availability\n(visible / observed time)", fontsize=8)
-        ax.set_title(
-            "Broker availability per UTC day\nlook for red cells: below 100 % (darkest: 90 % or less)",
-            fontsize=9,
-        )
-        return self._save(fig, "availability-heatmap.png")
-
-    def gap_histogram(self, rows: list[Row]) -> str | None:
-        if not rows:
-            return None
-        fig, ax = plt.subplots(figsize=(8, 3.6))
-        xs = [r["ratio_lo"] for r in rows]
-        ys = [r["gaps"] for r in rows]
-        colors = ["#1f77b4" if x < self.risk_ratio else "#ff7f0e" if x < 1.0 else "#d62728" for x in xs]
-        ax.bar(xs, ys, width=0.045, align="edge", color=colors)
-        ax.set_yscale("log")
-        ax.axvline(
-            self.risk_ratio, color="#ff7f0e", linestyle="--", label=f"at-risk threshold {self.risk_ratio:g}"
-        )
-        ax.axvline(1.0, color="#d62728", linestyle="-", label="timeout (broker hidden)")
-        ax.set_xlabel("heartbeat gap / heartbeat timeout (last bin: 1.5 and above)")
-        ax.set_ylabel("gaps (log scale)")
-        ax.set_title(
-            "Heartbeat gaps against each broker's timeout: bars past the dashed line came close to expiry",
-            fontsize=9,
-        )
-        ax.legend(loc="upper right", fontsize=8)
-        return self._save(fig, "heartbeat-gaps.png")
-
-    def writability_timeline(self, rows: list[Row], first: int, last: int) -> str | None:
-        if not rows:
-            return None
-        topics = sorted({r["topic"] for r in rows})
-        fig, ax = plt.subplots(figsize=(10, max(2.2, 0.35 * len(topics) + 1.2)))
-        for i, topic in enumerate(topics):
-            for cause, color in CAUSE_COLORS.items():
-                spans = [
-                    (_num(_dt(r["start_ts"])), max(r["duration_ms"], 1) / 86_400_000)
-                    for r in rows
-                    if r["topic"] == topic and r["cause"] == cause
-                ]
-                if spans:
-                    ax.broken_barh(spans, (i - 0.35, 0.7), facecolors=color, edgecolor=color, linewidth=1.5)
-        ax.set_yticks(range(len(topics)), topics, fontsize=7)
-        ax.set_xlim(_num(_dt(first)), _num(_dt(last)))
-        _time_axis(ax)
-        ax.set_title(
-            "When topics could not be written (top topics by total time): long bars, darkest = no route",
-            fontsize=9,
-        )
-        handles = [Rectangle((0, 0), 1, 1, color=c) for c in CAUSE_COLORS.values()]
-        ax.legend(handles, list(CAUSE_COLORS), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-        return self._save(fig, "topic-writability.png")
-
-    def size_plot(self, rows: list[Row]) -> str | None:
-        if not rows:
-            return None
-        x = [_dt(r["bucket_end_ts"]) for r in rows]  # each value is the state at its bucket's end
-        fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5), sharex=True)
-        # the first series widest and translucent, later ones thinner on top: equal series stay visible
-        for i, col in enumerate(("clusters", "broker_names", "live_brokers")):
-            values = [r[col] for r in rows]
-            top.plot(
-                x, values, label=col, linestyle=LINE_STYLES[i], linewidth=4 - 1.2 * i, alpha=0.75, marker="."
-            )
-        top.set_ylabel("count")
-        top.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        for i, col in enumerate(("topics", "queues")):
-            values = [r[col] for r in rows]
-            bottom.plot(
-                x, values, label=col, linestyle=LINE_STYLES[i], linewidth=4 - 1.6 * i, alpha=0.75, marker="."
-            )
-            peaks = [r["peak_" + col] for r in rows]
-            bottom.plot(x, peaks, label=f"{col}, peak in the bucket", linestyle=":", linewidth=2.5 - 1.2 * i)
-        bottom.set_ylabel("count")
-        bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-        _time_axis(bottom)
-        top.set_title(
-            "Registry size at each bucket's end (dotted: peak inside it): look for drops", fontsize=9
-        )
-        return self._save(fig, "registry-size.png")
 
     def unwritable_groups(self, limit: int = 6) -> list[Row]:
         """Unwritable intervals grouped for the headline: (cause, broker, what it did, duration,
@@ -246,14 +65,14 @@ class Report:
             )
         )
         # a cleanQueues follows the broker's own removal: name that instead
-        removals = events.filter(F.col("kind").isin("expire", "unregister", "close")).select(
+        removals = events.filter(F.col("kind").isin(*REMOVAL_KINDS)).select(
             F.col("broker_name").alias("broker"),
             F.col("kind").alias("r_kind"),
             F.struct(F.col("id_ms").alias("a"), F.col("id_seq").alias("b")).alias("r_pos"),
         )
         pos = F.struct(F.col("id_ms").alias("a"), F.col("id_seq").alias("b"))
         cleaned = (
-            trig.filter(F.col("kind") == "cleanQueues")
+            trig.filter(F.col("kind") == K.CLEAN_QUEUES)
             .join(removals, "broker")
             .filter(F.col("r_pos") <= pos)
             .groupBy(*key)
@@ -272,13 +91,6 @@ class Report:
             .collect()
         )
 
-    def _save(self, fig: Any, name: str) -> str:
-        fig.tight_layout()
-        fig.savefig(self.out / name, dpi=110)
-        plt.close(fig)
-        return name
-
-    # ---- the document ----
     # ---- the document: one method per section; each reads its tables, draws its plot and
     # adds its lines to the "at a glance" table ----
     def render(self) -> Path:
@@ -321,7 +133,7 @@ class Report:
         daily = self.t("broker_daily").orderBy("cluster", "broker_name", "broker_addr", "day").collect()
         rated = [r for r in daily if r["availability"] is not None]
         worst = sorted(rated, key=lambda r: r["availability"])[:10]
-        heat = self.availability_heatmap(daily)
+        heat = plots.availability_heatmap(self.out, daily)
         md = ["\n## Broker availability\n"]
         if heat:
             md.append(f"![availability heatmap]({heat})\n")
@@ -355,7 +167,7 @@ class Report:
                 f"{len(risky)} of {gstats.count()} (max gap ≥ {self.risk_ratio:g} × timeout)",
             ]
         )
-        png = self.gap_histogram(hist)
+        png = plots.gap_histogram(self.out, hist, self.risk_ratio)
         md = ["\n## Heartbeat gaps\n"]
         if png:
             md.append(f"![heartbeat gap histogram]({png})\n")
@@ -396,7 +208,7 @@ class Report:
         top_names = [r["topic"] for r in worst_topics.collect()]
         timeline_rows = unw.filter(F.col("topic").isin(top_names)).collect() if top_names else []
         longest = unw.orderBy(F.desc("duration_ms"), "topic", "start_ts").limit(TOP).collect()
-        png = self.writability_timeline(timeline_rows, first, last)
+        png = plots.writability_timeline(self.out, timeline_rows, first, last)
         md = ["\n## Topic writability\n"]
         if png:
             md.append(f"![topic writability timeline]({png})\n")
@@ -415,7 +227,7 @@ class Report:
 
     def size_section(self) -> str:
         size = self.t("registry_size").orderBy("bucket_start_ts").collect()
-        png = self.size_plot(size)
+        png = plots.size_plot(self.out, size)
         md = ["\n## Registry size over time\n"]
         if png:
             md.append(f"![registry size]({png})\n")
@@ -493,20 +305,6 @@ class Report:
         rows = [[ts(g["detected_at_ms"]), *[g[c] for c in cols]] for g in gaps]
         headers = ["detected (UTC)", "after id", "first available id", "events lost", "certain", "note"]
         return "\n## Export gaps\n\n" + table(headers, rows), len(gaps)
-
-
-def headline(g: Row) -> str:
-    """One group of unwritable intervals in words: "2 topics had no route for 38.0 s (broker
-    pc-b expired), still at the end of the log"."""
-    n = int(g["topics"])
-    text = (
-        f"{n} topic{'s' if n != 1 else ''} {CAUSE_WORDS.get(g['cause'], g['cause'])} for {duration(g['ms'])}"
-    )
-    if g["broker"] and g["kind"] in TRIGGER_WORDS:
-        text += f" (broker {g['broker']} {TRIGGER_WORDS[g['kind']]})"
-    if g["open_at_end"]:
-        text += ", still at the end of the log"
-    return text
 
 
 def render(spark: SparkSession, tables: str, out: str | Path, risk_ratio: float = 0.75) -> Path:

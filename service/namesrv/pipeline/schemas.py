@@ -13,6 +13,8 @@ Times are epoch milliseconds (``long``) of the Redis server clock; days are UTC 
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -286,3 +288,8 @@ ROUTE_AS_OF = _s(
 LOG_SPAN = _s(
     ("first_ts", LONG), ("last_ts", LONG), ("first_id", STR), ("last_id", STR), ("events", LONG, False)
 )
+
+
+def conform(df: DataFrame, schema: StructType) -> DataFrame:
+    """Select the schema's columns in its order, cast to its types (fails on a missing column)."""
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])

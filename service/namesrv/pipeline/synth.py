@@ -1,416 +1,43 @@
 """Synthetic change-log history for tests and benchmarks (no Spark, no Redis).
 
-:class:`Registry` is a small in-memory model of the Lua scripts: it applies the same rules the
-scripts apply (R5/R8-R11 of a registration, U1-U5 of a removal, the sweep, perm changes, topic
-admin) and emits the same event kinds with the same fields, so its output parses exactly like
-an export of a real stream. Tests drive it by hand for small, exact logs; :func:`simulate`
-drives it with a fleet (clusters of master/slave brokers, thousands of topics) living through
-days of heartbeats, re-registrations, crashes, flaps, slow heartbeats, stale connection closes
-and admin wipes. :func:`generate` writes that history as the export does (gzip JSON lines or
-Parquet in ``day=YYYY-MM-DD`` folders), in parallel shards (one process each, independent
-sub-fleets).
+:func:`simulate` drives a :class:`~namesrv.pipeline.registry_model.Registry` (an in-memory model
+of the Lua scripts) with a fleet (clusters of master/slave brokers, thousands of topics) living
+through days of heartbeats, re-registrations, crashes, flaps, slow heartbeats, stale connection
+closes and admin wipes. :func:`generate` writes that history as the export does
+(:class:`~namesrv.pipeline.sinks.ShardWriter`), in parallel shards (one process each,
+independent sub-fleets).
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import heapq
 import os
 import random
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 from namesrv.events import layout
 from namesrv.pipeline.fleetspec import DAY_MS, PRESETS, FleetSpec
+from namesrv.pipeline.registry_model import QD, Fields, Registry, Sink
+from namesrv.pipeline.sinks import IdClock, MemoryLog, ShardWriter
+from namesrv.store.changelog import EventKind
 
-__all__ = ["PRESETS", "FleetSpec", "IdClock", "MemoryLog", "Registry", "generate", "iter_lines", "simulate"]
+# Re-exported: tests and the benchmark build logs by hand from these.
+__all__ = [
+    "PRESETS",
+    "QD",
+    "FleetSpec",
+    "IdClock",
+    "MemoryLog",
+    "Registry",
+    "generate",
+    "iter_lines",
+    "simulate",
+]
 
-Fields = dict[str, str]
-Sink = Callable[[int, str, Fields], None]  # (ts, kind, fields without kind/ts)
-QD = tuple[int, int, int, int]  # perm, readQueueNums, writeQueueNums, topicSysFlag
-PERM_WRITE = 2
 SWEEP_MS = 5_000
-
-
-def qd_json(name: str, q: QD) -> str:
-    perm, read, write, flag = q
-    return (
-        f'{{"brokerName":{orjson.dumps(name).decode()},"perm":{perm},"readQueueNums":{read},'
-        f'"topicSysFlag":{flag},"writeQueueNums":{write}}}'
-    )
-
-
-def _names(items: list[str]) -> str:
-    return orjson.dumps(items).decode()
-
-
-@dataclass
-class _Live:
-    cluster: str
-    name: str
-    broker_id: int
-    epoch: int
-    deadline: int
-    timeout: int
-    data_version: int
-
-
-@dataclass
-class Registry:
-    """The registry's tables, changed only through methods that mirror the Lua scripts."""
-
-    sink: Sink
-    chunk: int = 1000
-    via: str = "synth"
-    brokers: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> BrokerData
-    live: dict[tuple[str, str], _Live] = field(default_factory=dict)  # (cluster, addr) -> live
-    queues: dict[str, dict[str, QD]] = field(default_factory=dict)  # topic -> name -> QueueData
-    btopics: dict[str, set[str]] = field(default_factory=dict)  # name -> topics
-    epoch: int = 0
-
-    # ---- helpers ----
-    def _bd_json(self, name: str) -> str:
-        bd = self.brokers.get(name)
-        return "" if bd is None else orjson.dumps(bd).decode()
-
-    def _member(self, cluster: str, addr: str, name: str, broker_id: int | str) -> Fields:
-        return {"cluster": cluster, "brokerName": name, "brokerAddr": addr, "brokerId": str(broker_id)}
-
-    def _set_queue(self, topic: str, name: str, q: QD) -> bool:
-        per = self.queues.setdefault(topic, {})
-        if per.get(name) == q:
-            return False
-        per[name] = q
-        self.btopics.setdefault(name, set()).add(topic)
-        return True
-
-    def _drop_queue(self, topic: str, name: str) -> bool:
-        per = self.queues.get(topic)
-        if per is None or name not in per:
-            return False
-        del per[name]
-        if not per:
-            del self.queues[topic]
-        self.btopics.get(name, set()).discard(topic)
-        return True
-
-    @staticmethod
-    def _no_master(bd: dict[str, Any] | None) -> bool:
-        return bd is None or not bd["brokerAddrs"] or min(int(i) for i in bd["brokerAddrs"]) > 0
-
-    # ---- 103 REGISTER_BROKER (registerBroker + registerBrokerTopics) ----
-    def register(
-        self,
-        ts: int,
-        cluster: str,
-        addr: str,
-        name: str,
-        broker_id: int,
-        topics: dict[str, QD],
-        *,
-        timeout: int = 30_000,
-        data_version: int = 1,
-        acting: bool = False,
-    ) -> int:
-        """A registration that is accepted (result ok); returns its epoch."""
-        bd = self.brokers.get(name)
-        register_first = bd is None
-        if bd is None:
-            bd = {"cluster": cluster, "brokerName": name, "brokerAddrs": {}, "enableActingMaster": acting}
-            self.brokers[name] = bd
-        bd["enableActingMaster"] = acting
-        addrs: dict[str, str] = bd["brokerAddrs"]
-        for i, a in list(addrs.items()):  # R5
-            if a == addr and i != str(broker_id):
-                del addrs[i]
-        old = addrs.get(str(broker_id))
-        if not old:
-            register_first = True
-        addrs[str(broker_id)] = addr
-        member = (cluster, addr)
-        prev = self.live.get(member)
-        is_master = broker_id == 0
-        prime_slave = not is_master and broker_id == min(int(i) for i in addrs)
-        changed = prev is None or prev.data_version != data_version
-        mode = 1 if (is_master or prime_slave) and (register_first or changed) else 0
-        new_session = prev is None or prev.deadline < ts
-        self.epoch += 1
-        deadline = ts + timeout
-        self.live[member] = _Live(cluster, name, broker_id, self.epoch, deadline, timeout, data_version)
-        dv = f'{{"counter":{data_version},"stateVersion":0,"timestamp":{data_version}}}'
-        self.sink(
-            ts,
-            "register",
-            {
-                "result": "ok",
-                **self._member(cluster, addr, name, broker_id),
-                "epoch": str(self.epoch),
-                "deadline": str(deadline),
-                "timeoutMillis": str(timeout),
-                "dataVersion": dv,
-                "newSession": "1" if new_session else "0",
-                "mode": str(mode),
-                "brokerData": self._bd_json(name),
-                "haServerAddr": addr,
-                "via": self.via,
-            },
-        )
-        if mode:
-            wipe = prime_slave and acting
-            items = sorted(topics.items())
-            chunks = [items[i : i + self.chunk] for i in range(0, len(items), self.chunk)] or [[]]
-            for n, part in enumerate(chunks):
-                upserted = []
-                for topic, q in part:
-                    if wipe:
-                        q = (q[0] & ~PERM_WRITE, q[1], q[2], q[3])
-                    if self._set_queue(topic, name, q):
-                        upserted.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
-                final = n == len(chunks) - 1
-                if upserted or final:
-                    self.sink(
-                        ts,
-                        "registerQueues",
-                        {
-                            "cluster": cluster,
-                            "brokerName": name,
-                            "brokerAddr": addr,
-                            "epoch": str(self.epoch),
-                            "upserted": "[" + ",".join(upserted) + "]",
-                            "removed": "[]",
-                            "final": "1" if final else "0",
-                            "chunk": str(n),
-                            "dataVersion": dv,
-                        },
-                    )
-        return self.epoch
-
-    # ---- 904 / 322 ----
-    def heartbeat(self, ts: int, cluster: str, addr: str, source: str = "904") -> bool:
-        info = self.live.get((cluster, addr))
-        if info is None:
-            return False
-        info.deadline = ts + info.timeout
-        self.sink(
-            ts,
-            "heartbeat",
-            {
-                **self._member(cluster, addr, info.name, info.broker_id),
-                "epoch": str(info.epoch),
-                "deadline": str(info.deadline),
-                "timeoutMillis": str(info.timeout),
-                "source": source,
-                "via": self.via,
-            },
-        )
-        return True
-
-    # ---- removals: unregisterBroker, expireBrokers, then cleanBrokerTopics ----
-    def _unregister_core(self, cluster: str, addr: str, name: str) -> tuple[bool, bool]:
-        self.live.pop((cluster, addr), None)
-        bd = self.brokers.get(name)
-        removed = pending = False
-        if bd is not None:
-            addrs: dict[str, str] = bd["brokerAddrs"]
-            hit = [i for i, a in addrs.items() if a == addr]
-            for i in hit:
-                del addrs[i]
-            if not addrs:
-                del self.brokers[name]
-                removed = pending = True
-            elif hit and bd["enableActingMaster"] and self._no_master(bd):
-                pending = True
-        return removed, pending
-
-    def unregister(
-        self,
-        ts: int,
-        cluster: str,
-        addr: str,
-        name: str,
-        broker_id: int,
-        *,
-        reason: str = "unregister",
-        fence: int | None = None,
-    ) -> bool:
-        """``reason`` is ``unregister`` or ``close``; with ``fence`` a stale removal is refused
-        (a ``fenced`` event) and False is returned."""
-        info = self.live.get((cluster, addr))
-        epoch = "" if info is None else str(info.epoch)
-        if fence is not None and epoch != str(fence):
-            self.sink(
-                ts,
-                "fenced",
-                {
-                    "reason": reason,
-                    **self._member(cluster, addr, name, broker_id),
-                    "epoch": str(fence),
-                    "currentEpoch": epoch,
-                    "via": self.via,
-                },
-            )
-            return False
-        removed, pending = self._unregister_core(cluster, addr, name)
-        self.sink(
-            ts,
-            reason,
-            {
-                **self._member(cluster, addr, name, broker_id),
-                "epoch": epoch,
-                "brokerData": self._bd_json(name),
-                "removed": "1" if removed else "0",
-                "via": self.via,
-            },
-        )
-        if pending:
-            self.clean(ts, name)
-        return True
-
-    def sweep(self, ts: int) -> int:
-        """expireBrokers: every member whose deadline is before ``ts``; then cleanups."""
-        due = sorted((info.deadline, m) for m, info in self.live.items() if info.deadline < ts)
-        names: list[str] = []
-        for deadline, (cluster, addr) in due:
-            info = self.live[(cluster, addr)]
-            removed, pending = self._unregister_core(cluster, addr, info.name)
-            if pending and info.name not in names:
-                names.append(info.name)
-            self.sink(
-                ts,
-                "expire",
-                {
-                    **self._member(cluster, addr, info.name, info.broker_id),
-                    "epoch": str(info.epoch),
-                    "deadline": str(deadline),
-                    "timeoutMillis": str(info.timeout),
-                    "brokerData": self._bd_json(info.name),
-                    "removed": "1" if removed else "0",
-                    "via": self.via,
-                },
-            )
-        for name in names:
-            self.clean(ts, name)
-        return len(due)
-
-    def clean(self, ts: int, name: str) -> None:
-        """cleanBrokerTopics for every chunk of the name's topics."""
-        topics = sorted(self.btopics.get(name, set()))
-        bd = self.brokers.get(name)
-        for i in range(0, len(topics), self.chunk):
-            removed: list[str] = []
-            cleared: list[str] = []
-            for topic in topics[i : i + self.chunk]:
-                if bd is None:
-                    if self._drop_queue(topic, name):
-                        removed.append(topic)
-                elif bd["enableActingMaster"] and self._no_master(bd):
-                    q = self.queues.get(topic, {}).get(name)
-                    if q is not None and q[0] & PERM_WRITE:
-                        q = (q[0] - PERM_WRITE, q[1], q[2], q[3])
-                        self._set_queue(topic, name, q)
-                        cleared.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
-            if removed or cleared:
-                self.sink(
-                    ts,
-                    "cleanQueues",
-                    {
-                        "brokerName": name,
-                        "removed": _names(removed),
-                        "upserted": "[" + ",".join(cleared) + "]",
-                    },
-                )
-        if bd is None:
-            self.btopics.pop(name, None)
-
-    # ---- admin: 205/327, 216/217, KV ----
-    def change_perm(self, ts: int, name: str, *, wipe: bool) -> int:
-        changed: list[str] = []
-        topics = sorted(self.btopics.get(name, set()))
-        for topic in topics:
-            q = self.queues[topic][name]
-            perm = q[0] & ~PERM_WRITE if wipe else 6
-            if perm != q[0]:
-                q = (perm, q[1], q[2], q[3])
-                self._set_queue(topic, name, q)
-                changed.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
-        self.sink(
-            ts,
-            "wipePerm" if wipe else "addPerm",
-            {"brokerName": name, "count": str(len(topics)), "upserted": "[" + ",".join(changed) + "]"},
-        )
-        return len(topics)
-
-    def topic_register(self, ts: int, topic: str, queues: dict[str, QD]) -> None:
-        written = []
-        for name, q in queues.items():
-            if name not in self.brokers:
-                break
-            self._set_queue(topic, name, q)
-            written.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
-        if written:
-            self.sink(ts, "topicRegister", {"topic": topic, "upserted": "[" + ",".join(written) + "]"})
-
-    def topic_delete(self, ts: int, topic: str) -> None:
-        names = sorted(self.queues.get(topic, {}))
-        for name in names:
-            self._drop_queue(topic, name)
-        if names:
-            self.sink(ts, "topicDelete", {"topic": topic, "cluster": "", "brokerNames": _names(names)})
-
-    def kv_put(self, ts: int, namespace: str, key: str, value: str) -> None:
-        # As lua/kvPut-3.lua logs it: the value's length and SHA-1, never the value.
-        data = value.encode()
-        self.sink(
-            ts,
-            "kvPut",
-            {
-                "namespace": namespace,
-                "key": key,
-                "valueBytes": str(len(data)),
-                "valueSha1": hashlib.sha1(data).hexdigest(),
-            },
-        )
-
-
-class IdClock:
-    """Stream IDs ``<ms>-<seq>`` as Redis assigns them (never going back), made unique across
-    ``shards`` independent generators by interleaving sequence numbers."""
-
-    def __init__(self, shard: int = 0, shards: int = 1) -> None:
-        self.shard, self.shards = shard, shards
-        self.ms, self.seq = -1, 0
-
-    def next(self, ts: int) -> str:
-        if ts > self.ms:
-            self.ms, self.seq = ts, 0
-        else:
-            self.seq += 1
-        return f"{self.ms}-{self.seq * self.shards + self.shard}"
-
-
-def line(entry_id: str, ts: int, kind: str, fields: Fields) -> bytes:
-    return layout.jsonl_line(entry_id, {"kind": kind, "ts": str(ts), **fields})
-
-
-class MemoryLog:
-    """A sink that keeps the lines in memory (tests)."""
-
-    def __init__(self) -> None:
-        self.clock = IdClock()
-        self.lines: list[str] = []
-
-    def __call__(self, ts: int, kind: str, fields: Fields) -> None:
-        self.lines.append(line(self.clock.next(ts), ts, kind, fields).decode().rstrip("\n"))
-
-
-# ---------------------------------------------------------------- the fleet simulation
 
 
 @dataclass
@@ -623,7 +250,9 @@ class _Simulation:
                 reg.unregister(t, m.cluster, m.addr, m.name, m.broker_id)
                 self.at(t + rng.randrange(5_000, 120_000), i, "start")
             else:
-                reg.unregister(t, m.cluster, m.addr, m.name, m.broker_id, reason="close", fence=m.epoch)
+                reg.unregister(
+                    t, m.cluster, m.addr, m.name, m.broker_id, reason=EventKind.CLOSE, fence=m.epoch
+                )
                 self.at(t + rng.randrange(1_000, 10_000), i, "start")
                 if rng.random() < spec.stale_closes:
                     self.at(t + rng.randrange(15_000, 30_000), i, "stale", m.epoch)
@@ -632,86 +261,7 @@ class _Simulation:
             self.at(t + self.per_day(rate), i, action)
 
     def stale(self, t: int, i: int, m: _Member, action: str, inc: int) -> None:
-        self.reg.unregister(t, m.cluster, m.addr, m.name, m.broker_id, reason="close", fence=inc)
-
-
-# ---------------------------------------------------------------- files
-
-
-class ShardWriter:
-    """Writes one shard's events as ``day=YYYY-MM-DD/part-<shard>-<HH>.jsonl.gz`` (or
-    ``.parquet``: :mod:`namesrv.events.layout`), one file per hour of log time, with optional
-    bad lines mixed in."""
-
-    def __init__(
-        self, out: Path, shard: int, shards: int, bad_rate: float, seed: int, fmt: str = "jsonl"
-    ) -> None:
-        layout.check_format(fmt)
-        self.out, self.shard, self.fmt = out, shard, fmt
-        self.clock = IdClock(shard, shards)
-        self.rng = random.Random(f"bad/{seed}/{shard}")
-        self.bad_rate = bad_rate
-        self.hour = -1
-        self.path: Path | None = None
-        self.file: gzip.GzipFile | None = None
-        self.rows: list[layout.Entry] = []  # the current hour's entries, for Parquet
-        self.events = 0
-        self.bad = 0
-
-    def _roll(self, ts: int) -> None:
-        hour = ts // 3_600_000
-        if self.path is None or hour != self.hour:
-            self.close()
-            self.hour = hour
-            when = datetime.fromtimestamp(ts / 1000, UTC)
-            folder = self.out / f"day={when:%Y-%m-%d}"
-            folder.mkdir(parents=True, exist_ok=True)
-            self.path = folder / f"part-{self.shard:02d}-{when:%H}{layout.SUFFIX[self.fmt]}"
-            if self.fmt == "jsonl":
-                self.file = gzip.GzipFile(self.path, "wb", compresslevel=1)
-
-    def _write(self, entry_id: str, fields: Fields) -> None:
-        if self.file is not None:
-            self.file.write(layout.jsonl_line(entry_id, fields))
-        else:
-            self.rows.append((entry_id, fields))
-
-    def __call__(self, ts: int, kind: str, fields: Fields) -> None:
-        self._roll(ts)
-        entry_id = self.clock.next(ts)
-        full = {"kind": kind, "ts": str(ts), **fields}
-        self._write(entry_id, full)
-        self.events += 1
-        if self.bad_rate and self.rng.random() < self.bad_rate:
-            self._bad(entry_id, full)
-            self.bad += 1
-
-    def _bad(self, entry_id: str, full: Fields) -> None:
-        which = self.rng.randrange(5)
-        if which == 0:
-            self._write(entry_id, full)  # duplicate
-        elif which == 1:  # truncated: corrupt text; a Parquet row cannot be, it loses its fields
-            if self.file is not None:
-                text = layout.jsonl_line(entry_id, full)
-                self.file.write(text[: len(text) // 2] + b"\n")
-            else:
-                self.rows.append((entry_id, {}))
-        elif which == 2:
-            self._write(entry_id, full | {"kind": "brokerTeleport"})  # unknown kind
-        elif which == 3:  # a field the kind requires is missing
-            gone = next((k for k in ("brokerName", "topic", "namespace", "changes") if k in full), "")
-            self._write(entry_id, {k: v for k, v in full.items() if k != gone})
-        else:
-            self._write(entry_id, full | {"ts": "soon"})
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-        elif self.rows and self.path is not None:
-            self.path.write_bytes(layout.parquet_bytes(self.rows))
-        self.rows = []
-        self.path = None
+        self.reg.unregister(t, m.cluster, m.addr, m.name, m.broker_id, reason=EventKind.CLOSE, fence=inc)
 
 
 def _run_shard(args: tuple[FleetSpec, str, int, int, str]) -> tuple[int, int]:
