@@ -133,7 +133,12 @@ class ChangeFeed:
         # A poll is "stalled" past stall_s, or past a few of the recent round trips when Redis is
         # far away (a slow link is not an outage: lookups then wait for a read instead).
         limit = max(self.stall_s, STALL_RTTS * max(self._rtt, self._last_rtt))
-        return issued is not None and now - issued > limit and now - self._tick <= TICK_SLACK_S
+        if issued is None or now - issued <= limit or now - self._tick > TICK_SLACK_S:
+            return False
+        # Another call got its reply after this poll was sent: Redis answers, only slowly (a
+        # busy machine), and may be committing writes (this worker's own, say) that memory does
+        # not show yet. Not an outage: lookups wait for the poll, as the staleness bound wants.
+        return self.health.answered_at <= issued
 
     async def wait_fresh(self, timeout: float) -> bool:
         """Read the stream now (not at the next poll) and wait until everything committed before

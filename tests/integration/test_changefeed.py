@@ -4,6 +4,7 @@ replaced its data, and telling up from down."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 
 import pytest
@@ -12,7 +13,10 @@ from redis.asyncio import Redis
 from namesrv.changefeed import ChangeFeed
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace
+from namesrv.store.registry_store import RegistryStore
 from namesrv.store.scripts import ScriptRegistry
+from tests.faults.harness import redis_host_port
+from tests.faults.proxy import ProxyThread
 
 
 class Recorder:
@@ -144,3 +148,30 @@ async def test_two_feeds_on_a_new_data_set_agree_on_its_identity(redis: Redis, k
     finally:
         await a.stop()
         await b.stop()
+
+
+async def test_a_poll_stuck_while_redis_answers_other_calls_is_no_outage(
+    redis: Redis, redis_url: str, keys: Keyspace, recorder: Recorder
+) -> None:
+    """Only the feed's connection is held up (a proxy pauses it): with nothing else answered
+    since, that is a stall, and cached routes may be served; once any other call gets a reply
+    from Redis, Redis is only slow (and may be committing writes memory does not show yet), so
+    it is not an outage and lookups must wait for the poll."""
+    host, port = redis_host_port(redis_url)
+    proxy = ProxyThread(host, port)
+    feed_client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
+    feed = await start_feed(feed_client, keys, recorder, poll_interval=0.02)
+    store = RegistryStore(redis, keys, ScriptRegistry(redis), 1000, "w", health=feed.health, timeout_s=1.0)
+    try:
+        proxy.pause()
+        await asyncio.sleep(0.3)  # the poll after the pause is outstanding well past stall_s
+        assert feed.outage(time.monotonic()) is True
+        assert await store.server_time_ms() > 0  # Redis answers this worker's other calls
+        assert feed.outage(time.monotonic()) is False
+        proxy.resume()
+        assert await feed.wait_fresh(2.0) is True
+    finally:
+        proxy.resume()
+        await feed.stop()
+        await feed_client.aclose()
+        proxy.close()

@@ -21,6 +21,12 @@ class RedisHealth:
     reason: str = "not connected yet"
     since: float = field(default_factory=time.monotonic)  # when the current state began
     outages: int = 0  # completed down -> up transitions
+    # When a call other than the feed's last got its reply (monotonic): a Redis that answered
+    # after the feed's outstanding poll was sent is slow to this worker, not stalled.
+    answered_at: float = 0.0
+
+    def note_answer(self) -> None:
+        self.answered_at = time.monotonic()
 
     def mark_down(self, reason: str) -> bool:
         """Redis did not answer; True when this is news (it was reachable until now)."""

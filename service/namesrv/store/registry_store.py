@@ -121,14 +121,19 @@ class RegistryStore:
             raise StoreUnavailable(f"Redis unavailable: {health.reason}")
         if self.timeout_s is None:
             async with self._gate:
-                return await with_retry(command)
-        deadline = self.timeout_s * calls
-        try:
-            async with asyncio.timeout(deadline):
-                async with self._gate:
-                    return await with_retry(command)
-        except TimeoutError:
-            raise StoreUnavailable(f"Redis unavailable: no answer within {deadline * 1000:.0f} ms") from None
+                result = await with_retry(command)
+        else:
+            deadline = self.timeout_s * calls
+            try:
+                async with asyncio.timeout(deadline):
+                    async with self._gate:
+                        result = await with_retry(command)
+            except TimeoutError:
+                remark = f"Redis unavailable: no answer within {deadline * 1000:.0f} ms"
+                raise StoreUnavailable(remark) from None
+        if health is not None:
+            health.note_answer()
+        return result
 
     async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         return await self._bounded(lambda: self.scripts.call(name, keys, args))
