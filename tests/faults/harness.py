@@ -364,6 +364,7 @@ class Registration:
     code: int  # DISCONNECTED when no worker took the request
     remark: str
     latency: float
+    queues: int = 0  # broker-b's queue count in this registration (it flips every time)
 
 
 class Brokers:
@@ -410,6 +411,7 @@ class Brokers:
 
     async def register(self, index: int) -> Registration:
         sim = self.sims[index]
+        queues = 0
         if sim.name == "broker-b":
             sim.bump()
             queues = 4 + sim.counter % 2 * 4
@@ -426,7 +428,7 @@ class Brokers:
                 continue
             code, remark = reply.code, reply.remark or ""
             break
-        record = Registration(started, sim.name, code, remark, now() - started)
+        record = Registration(started, sim.name, code, remark, now() - started, queues)
         self.records.append(record)
         return record
 
@@ -615,6 +617,15 @@ class Truth:
         self._stop.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
+
+    async def wait_past(self, t: float, timeout: float = 3.0) -> None:
+        """Until a sample started after ``t`` is in: an answer given just before ``t`` can only be
+        judged once the truth has been read after it (else the last read before it is all there
+        is, and a worker that answered a change right away looks stale)."""
+        for _ in range(int(timeout / (TRUTH_EVERY / 2))):
+            if any(s.start > t for s in self.samples[-4:]):
+                return
+            await asyncio.sleep(TRUTH_EVERY / 2)
 
     def known(self, topic: str, start: float, end: float) -> set[str]:
         """Every truth of ``topic`` read by a sample overlapping [start, end], plus the last one

@@ -24,6 +24,7 @@ from tests.faults.harness import (
     COLD_TOPICS,
     HOT_TOPICS,
     LOOKUP_TIMEOUT,
+    TRUTH_EVERY,
     Brokers,
     Fleet,
     RedisNode,
@@ -133,6 +134,36 @@ def _final_check(f: Fleet) -> dict[str, Any]:
     return out
 
 
+def _stale_detail(f: Fleet, stale: list[Sample], t0: float) -> dict[str, Any]:
+    """Where stale answers came from, on the fault's clock (s): the first few, what the truth
+    read of the first hot topic around them, and broker-b's registrations meanwhile."""
+    topic = HOT_TOPICS[0]
+    first = [s for s in stale if s.topic == topic][:6]
+    if not first:
+        return {}
+    lo, hi = first[0].sent - 1.0, first[-1].replied + 1.0
+    truth: list[tuple[float, float, int | str | None]] = []
+    for t in f.truth.samples:
+        if lo <= t.start <= hi:
+            q = _queues_of_b(t.routes.get(topic))
+            if not truth or truth[-1][2] != q:
+                truth.append((round(t.start - t0, 3), round(t.end - t0, 3), q))
+    window = [t for t in f.truth.samples if lo <= t.start <= hi]
+    return {
+        "truth_samples": len(window),
+        "truth_last": round(window[-1].end - t0, 3) if window else None,
+        "stale": [
+            (s.worker, round(s.sent - t0, 3), round(s.replied - t0, 3), _queues_of_b(s.digest)) for s in first
+        ],
+        "truth_changes": truth,
+        "broker_b": [
+            (round(r.at - t0, 3), round(r.latency, 3), r.code, r.queues)
+            for r in f.brokers.records
+            if r.broker == "broker-b" and lo - 2.0 <= r.at <= hi
+        ],
+    }
+
+
 async def analyze(
     f: Fleet,
     name: str,
@@ -143,6 +174,7 @@ async def analyze(
 ) -> Figures:
     """Figures over the samples from the fault to now (samples ``ignore`` drops count nowhere)."""
     t_end = now()
+    await f.truth.wait_past(t_end + TRUTH_EVERY)
     samples = [s for s in f.driver.all_samples() if t_fault <= s.sent < t_end and not ignore(s)]
     failed = [s for s in samples if _failed(s)]
     stale = [s for s in samples if is_stale(s, f.truth)]
@@ -166,6 +198,7 @@ async def analyze(
     if by_worker:  # stale on every worker at once would rather point at the truth worker
         figs.extra["stale_by_worker"] = by_worker
         figs.extra["final_broker_b_queues"] = _final_check(f)
+        figs.extra["stale_detail"] = _stale_detail(f, stale, t_fault)
     expected = len(HOT_TOPICS) * len(Brokers.NAMES)
     for sample in f.truth.samples:
         if sample.start >= t_recover and all(d is not None for d in sample.routes.values()):

@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 import pytest
+from bench.loops import quiet_gc
 
 from tests.faults import scenarios
 from tests.faults.scenarios import Figures, Lengths
@@ -42,6 +43,10 @@ Run = tuple[list[Figures], list[Figures], dict[str, Any], dict[str, Any]]
 
 
 async def _everything() -> Run:
+    # The harness (load driver, brokers, truth sampler and the proxy thread) is one Python
+    # process: a full collection over everything pytest has loaded would stall all of them at
+    # once and be read as the fleet's figures. Collect rarely, as the workers do.
+    quiet_gc()
     # One fleet at a time: on a 2-core machine two fleets at once (six workers, two sets of
     # brokers and drivers, the proxy thread sharing this process's GIL with the drivers) slow
     # Redis replies past the stall threshold, and the figures then measure the machine.
