@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -46,9 +46,15 @@ def add(client: redis.Redis, stream: str, n: int, start: int = 0) -> list[str]:
     return ids
 
 
+def in_stream_order(files: Iterable[Path]) -> list[Path]:
+    """Export files in the order of their entries: a file is named after its first entry's id,
+    and by name "-13" sorts before "-3" when several batches start in the same millisecond."""
+    return sorted(files, key=lambda f: _sid(f.name.removeprefix("events-").split(".", 1)[0]))
+
+
 def exported(out: Path) -> list[str]:
     ids = []
-    for f in sorted(out.glob("day=*/*.jsonl.gz")):
+    for f in in_stream_order(out.glob("day=*/*.jsonl.gz")):
         ids += [json.loads(line)["id"] for line in gzip.decompress(f.read_bytes()).splitlines()]
     return ids
 
@@ -157,7 +163,7 @@ def _sid(entry_id: str) -> tuple[int, int]:
 
 def parquet_exported(out: Path) -> list[tuple[str, dict[str, str]]]:
     rows = []
-    for f in sorted(out.glob("day=*/*.parquet")):
+    for f in in_stream_order(out.glob("day=*/*.parquet")):
         rows += layout.read_parquet(f.read_bytes())
     return rows
 
@@ -175,7 +181,7 @@ def test_parquet_export_holds_the_same_entries_and_reruns_idempotently(
     again = Exporter(client, stream, as_parquet, batch=10, fmt="parquet").run()
     assert (again.exported, again.files) == (0, 0)
     lines = []
-    for f in sorted(as_jsonl.glob("day=*/*.jsonl.gz")):
+    for f in in_stream_order(as_jsonl.glob("day=*/*.jsonl.gz")):
         lines += [json.loads(line) for line in gzip.decompress(f.read_bytes()).splitlines()]
     # Within one millisecond the order of entries in a file is not part of the contract; compare in
     # stream-id order (numeric: "-14" comes after "-4").
