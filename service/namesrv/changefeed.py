@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from namesrv.aio import cancel_and_wait, raise_if_cancelling
@@ -190,7 +191,7 @@ class ChangeFeed:
             try:
                 async with asyncio.timeout(self.timeout_s):
                     poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH)
-                    reply: Any = await self.scripts.call(poll.SCRIPT, poll.keys(self.k), poll.argv())
+                    reply: Any = await self._read(poll)
             except asyncio.CancelledError:
                 _settle(owed, False)
                 raise
@@ -219,6 +220,16 @@ class ChangeFeed:
                 self._known_at = issued
                 _settle(owed, True)
                 await self._pause(self.poll_interval)
+
+    async def _read(self, poll: ReadChangesArgs) -> Any:
+        """One poll. A connection Redis closed while it was idle in the pool (a Redis restart or
+        failover a moment ago, a server-side timeout) fails on first use: that says nothing about
+        Redis now, so the poll is sent once more, on a fresh connection, before Redis counts as
+        down (which would fail every lookup that needs Redis until the next poll)."""
+        try:
+            return await self.scripts.call(poll.SCRIPT, poll.keys(self.k), poll.argv())
+        except RedisConnectionError:
+            return await self.scripts.call(poll.SCRIPT, poll.keys(self.k), poll.argv())
 
     async def _apply(self, reply: list[Any]) -> int:
         instance, status, last_id, entries = str(reply[0]), FeedStatus(int(reply[1])), str(reply[2]), reply[3]

@@ -195,6 +195,12 @@ async def analyze(
         agree_s=round(max((s.replied for s in bad_after), default=t_recover) - t_recover, 2),
         refused_registrations=sum(1 for r in f.brokers.records if t_fault <= r.at < t_end and r.code != 0),
     )
+    late_failures = [s for s in bad_after if _failed(s)][:6]
+    if late_failures:  # failures after the fault ended: what they said, on the fault's clock
+        figs.extra["failed_after"] = [
+            (s.worker, round(s.sent - t_fault, 3), round(s.latency, 3), s.code, s.remark[:90])
+            for s in late_failures
+        ]
     if by_worker:  # stale on every worker at once would rather point at the truth worker
         figs.extra["stale_by_worker"] = by_worker
         figs.extra["final_broker_b_queues"] = _final_check(f)
