@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from bench import procs
 from bench.config import BenchConfig
 from bench.loadgen import LoadPool
-from bench.peers import Peer, PeerSetup
+from bench.peers import Peer, PeerSetup, spread_broker
 from bench.redisstats import Slowlog, key_memory, memory, script_names
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
@@ -104,14 +104,7 @@ class Bench:
         await sample()
         for i in range(cfg.spread_brokers):
             client = await self.connect(i % len(self.workers))
-            broker = SimBroker(
-                client,
-                "BenchCluster",
-                f"broker-{i}",
-                f"127.0.1.{i + 1}:10911",
-                topics=configs,
-                timeout_ms=LONG_TIMEOUT_MS,
-            )
+            broker = spread_broker(client, i, configs, LONG_TIMEOUT_MS)
             await broker.register()
             self.spread_brokers.append(broker)
             self.keepalive.append(broker)

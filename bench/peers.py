@@ -16,10 +16,21 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
+from namesrv.domain.model import TopicConfig
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
 
 REREGISTER_S = 20.0  # under Java's 120 s brokerChannelExpiredTime
+
+
+def spread_broker(
+    client: RemotingClient, i: int, configs: dict[str, TopicConfig], timeout_ms: int
+) -> SimBroker:
+    """The i-th broker of the bench's 'spread' routes: the same names and addresses on every
+    NameServer measured, ours and each peer."""
+    return SimBroker(
+        client, "BenchCluster", f"broker-{i}", f"127.0.1.{i + 1}:10911", topics=configs, timeout_ms=timeout_ms
+    )
 
 
 @dataclass(frozen=True)
@@ -69,14 +80,7 @@ class PeerSetup:
             for i in range(brokers):
                 client = await RemotingClient.connect(peer.addr)
                 self.clients.append(client)
-                broker = SimBroker(
-                    client,
-                    "BenchCluster",
-                    f"broker-{i}",
-                    f"127.0.1.{i + 1}:10911",
-                    topics=configs,
-                    timeout_ms=timeout_ms,
-                )
+                broker = spread_broker(client, i, configs, timeout_ms)
                 await broker.register()
                 self.brokers.append(broker)
             await check_route(peer, topics[0])

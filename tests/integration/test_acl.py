@@ -53,6 +53,12 @@ accounts:
 WIPE = RequestCode.WIPE_WRITE_PERM_OF_BROKER
 
 
+def broker_a(client: RemotingClient) -> SimBroker:
+    return SimBroker(
+        client, "DefaultCluster", "broker-a", "127.0.0.1:10911", topics=topic_configs(["TopicTest", "TBW102"])
+    )
+
+
 def acl_settings(settings: Settings, path: Path, *, white: str = "[]", mode: str = "enforcing") -> Settings:
     path.write_text(ACL_FILE.replace("{white}", white))
     return dataclasses.replace(
@@ -230,13 +236,7 @@ async def test_an_unsigned_4x_broker_registers_from_a_listed_address(
     node = await start(acl_settings(settings, tmp_path / "plain_acl.yml", white="['127.0.0.*']"))
     try:
         async with await RemotingClient.connect(node.addr) as c:
-            b = SimBroker(
-                c,
-                "DefaultCluster",
-                "broker-a",
-                "127.0.0.1:10911",
-                topics=topic_configs(["TopicTest", "TBW102"]),
-            )
+            b = broker_a(c)
             assert (await b.register()).code == 0  # no AccessKey, no Signature: a 4.x broker
             assert (await c.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"})).code == 0
             # the broker subnet is trusted for broker traffic, never for admin requests
@@ -280,13 +280,7 @@ async def test_without_acl_admin_codes_come_only_from_admin_allow_from(
     node = await start(dataclasses.replace(settings, adminAllowFrom="10.0.0.0/8,192.168.0.0/16"))
     try:
         async with await RemotingClient.connect(node.addr) as c:
-            b = SimBroker(
-                c,
-                "DefaultCluster",
-                "broker-a",
-                "127.0.0.1:10911",
-                topics=topic_configs(["TopicTest", "TBW102"]),
-            )
+            b = broker_a(c)
             assert (await b.register()).code == 0  # broker traffic stays open
             before = await snapshot(redis_url, namespace)
             for code, ext in [
