@@ -252,7 +252,7 @@ else
   rcall('HSET', K.pending, member, cjson.encode({token = token, mode = mode,
     wipe = isPrimeSlave and acting, mapWrite = registerFirst or changed,
     dataVersion = dataVersion, digest = digest, epoch = epoch,
-    body = bodyHash ~= '' and bodyRecord or nil}))
+    blank = rcall('EXISTS', K.btopics) == 0, body = bodyHash ~= '' and bodyRecord or nil}))
 end
 
 -- R12. Routes show the filter servers of their brokers' addresses: a change must reach caches.

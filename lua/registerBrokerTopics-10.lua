@@ -36,9 +36,12 @@
            against (a delta is one final chunk)
   ARGV[11] length P of the topic keys' prefix '{ns}:topic:': an upsert's topic is its key
            after P characters
-  then U QueueData JSON, one per upsert key (canonical, in the workers' fixed field order, so
-           topicSysFlag is read from it): one argument per topic, since packing the arguments of
-           10,000 topics is a large share of a registration's cost in the worker
+  ARGV[12] JSON object: upsert topic -> its topicSysFlag, for the flags that are not 0 (usually
+           '{}'): searching each QueueData for it was a fifth of a new broker's Lua time
+  ARGV[13] '1' when no upsert's topic name needs escaping in JSON (the usual case), else '0'
+  then U QueueData JSON, one per upsert key (canonical, in the workers' fixed field order): one
+           argument per topic, since packing the arguments of 10,000 topics is a large share of
+           a registration's cost in the worker
   then R topic names
   then M pairs: topic, TopicQueueMappingInfo JSON (stored under its "bname")
 
@@ -55,12 +58,13 @@
 local K = {pending = KEYS[1], topics = KEYS[2], topicflags = KEYS[3], btopics = KEYS[4],
   dataversions = KEYS[5], bdigest = KEYS[6], routever = KEYS[7], events = KEYS[8], live = KEYS[9],
   bsync = KEYS[10]}
-local FIXED, FIXED_ARGS = 10, 11
+local FIXED, FIXED_ARGS = 10, 13
 local member, brokerName, token = ARGV[1], ARGV[2], ARGV[3]
 local final = ARGV[4] == '1'
 local nUp, nRm, nMap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local maxLen, chunk, deltaBase = ARGV[8], ARGV[9], ARGV[10]
 local prefixLen = tonumber(ARGV[11])
+local sysFlags, plainNames = cjson.decode(ARGV[12]), ARGV[13] == '1'
 
 local pending = decodeOrNil(rcall('HGET', K.pending, member))
 if not pending or pending.token ~= token then
@@ -77,27 +81,52 @@ else
   rcall('HDEL', K.bsync, brokerName)
 end
 local now = nowMs()
-local upserted, fresh = {}, {}
+-- The change log's `upserted` JSON, as pieces joined once: a string per topic would cost Lua an
+-- allocation and a hash each (a third of a new broker's chunk).
+local upserted, nUpserted, fresh = {'['}, 0, {}
+-- The topics' current flags, read once per chunk: the flags hash holds only non-zero flags,
+-- and is usually empty.
+local flags = {}
+if nUp > 0 and rcall('HLEN', K.topicflags) > 0 then
+  local names = {}
+  for i = 1, nUp do names[i] = string.sub(KEYS[FIXED + i], prefixLen + 1) end
+  local current = rcall('HMGET', K.topicflags, unpack(names))
+  for i = 1, nUp do flags[names[i]] = current[i] end
+end
+-- A broker name that held no topic when registerBroker ran (a new broker) has no queue to
+-- compare with: one write per topic, its reply saying whether the queue is new.
+local blank = pending.blank and deltaBase == ''
 local a = FIXED_ARGS + 1
 for i = 1, nUp do
   local key, qd = KEYS[FIXED + i], ARGV[a]
   a = a + 1
   local topic = string.sub(key, prefixLen + 1)
-  local flag = string.match(qd, '"topicSysFlag":(%-?%d+)') or '0'
+  local flag = sysFlags[topic] or 0
   if pending.wipe then qd = clearWriteBit(qd) end
-  local previous = rcall('HGET', key, brokerName)
-  if previous ~= qd and (pending.mode == 1 or not previous) then
-    rcall('HSET', key, brokerName, qd)
-    upserted[#upserted + 1] = '[' .. jsonString(topic) .. ',' .. qd .. ']'
-    if not previous then
-      fresh[#fresh + 1] = topic
-      if rcall('HLEN', key) == 1 then
-        -- a new topic: its only queue sets the flag (a removed topic left none behind)
-        if flag ~= '0' then rcall('HSET', K.topicflags, topic, flag) end
-      else
-        syncTopicFlag(K.topicflags, key, topic)
-      end
-    elseif string.match(previous, '"topicSysFlag":(%-?%d+)') ~= flag then
+  local written, new = false, false
+  if blank then
+    -- mode 2 adds only missing queues: HSETNX keeps one another member of the name wrote since
+    new = rcall(pending.mode == 1 and 'HSET' or 'HSETNX', key, brokerName, qd) == 1
+    written = new or pending.mode == 1
+  else
+    local previous = rcall('HGET', key, brokerName)
+    if previous ~= qd and (pending.mode == 1 or not previous) then
+      rcall('HSET', key, brokerName, qd)
+      written, new = true, not previous
+    end
+  end
+  if written then
+    local n = #upserted
+    upserted[n + 1] = nUpserted == 0 and '[' or ',['
+    upserted[n + 2] = plainNames and ('"' .. topic .. '"') or jsonString(topic)
+    upserted[n + 3] = ','
+    upserted[n + 4] = qd
+    upserted[n + 5] = ']'
+    nUpserted = nUpserted + 1
+    if new then fresh[#fresh + 1] = topic end
+    -- The topic's flag is its lowest broker name's queue's: it can change only when this
+    -- queue's flag differs from the topic's.
+    if flag ~= tonumber(flags[topic] or 0) then
       syncTopicFlag(K.topicflags, key, topic)
     end
   end
@@ -141,15 +170,15 @@ if final then
   end
   rcall('HDEL', K.pending, member)
 end
-if #upserted > 0 or #removed > 0 or #mapped > 0 then
+if nUpserted > 0 or #removed > 0 or #mapped > 0 then
   rcall('INCR', K.routever)
 end
-if #upserted > 0 or #removed > 0 or final then
+if nUpserted > 0 or #removed > 0 or final then
   local cluster = string.match(member, '^(.*)/[^/]*$')
   emit(K.events, maxLen, 'registerQueues', now, {'cluster', cluster, 'brokerName', brokerName,
     'brokerAddr', string.sub(member, #cluster + 2), 'epoch', pending.epoch,
-    'upserted', '[' .. table.concat(upserted, ',') .. ']', 'removed', jsonList(removed),
+    'upserted', table.concat(upserted) .. ']', 'removed', jsonList(removed),
     'final', final and '1' or '0', 'chunk', chunk, 'dataVersion', pending.dataVersion,
     'mapped', jsonList(mapped)})
 end
-return {1, #upserted, #removed}
+return {1, nUpserted, #removed}

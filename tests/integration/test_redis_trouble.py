@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 
 from namesrv.config import Settings
 from namesrv.keys import REMOTING
@@ -167,3 +168,39 @@ async def test_during_a_redis_stall_cached_routes_answer_at_once_and_others_fail
         assert float(errors.split()[-1]) >= 1  # the registration refused during the stall
     finally:
         await client.aclose()
+
+
+async def test_a_registration_whose_redis_stalls_between_its_chunks_fails_clearly_and_the_next_completes(
+    settings: Settings, redis_process: RedisProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Topic chunks go to Redis while the next is built: a stall in the middle of them fails the
+    registration with the store's remark (not a group of errors, no task left unobserved), and
+    the broker's next period writes every topic."""
+    shaped = dataclasses.replace(settings, redisUrl=redis_process.url, registerChunkTopics=10)
+    app = await start_client(shaped)
+    watcher = Redis.from_url(redis_process.url)
+    topics = [f"T{i:04d}" for i in range(3000)]
+    try:
+        sending = asyncio.create_task(app.post("/v1/brokers/register", json=register_json(topics=topics)))
+        key = "{" + settings.namespace + "}:topics"
+        for _ in range(100_000):  # until the first chunks are applied: then stall the rest
+            if await watcher.scard(key):
+                break
+        redis_process.signal(signal.SIGSTOP)
+        resp = await sending
+        redis_process.signal(signal.SIGCONT)
+        assert resp.status == 503
+        assert (await resp.json())["remark"].startswith("Redis unavailable")
+        assert 0 < await watcher.scard(key) < len(topics)
+        for _ in range(100):  # the worker sees Redis again
+            if (await app.get("/readyz")).status == 200:
+                break
+            await asyncio.sleep(0.05)
+        again = await app.post("/v1/brokers/register", json=register_json(topics=topics))
+        assert again.status == 200
+        assert await watcher.scard(key) == len(topics)
+    finally:
+        redis_process.signal(signal.SIGCONT)
+        await watcher.aclose()
+        await close_client(app)
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

@@ -27,6 +27,7 @@ from tests.registry.helpers import (
     MASTER,
     SLAVE,
     SLAVE2,
+    B,
     addrs_of,
     bd,
     cluster,
@@ -599,6 +600,48 @@ async def test_r10_chunked_registration_writes_every_topic(make_service: MakeSer
     assert {t: (await route(service, t) or {})["queueDatas"] for t in TOPICS_25} == {
         t: [qd("broker-a", 6, 4, 4)] for t in TOPICS_25
     }
+
+
+async def test_r10_new_broker_name_joins_existing_topics_in_chunks(
+    make_service: MakeService, redis: Redis, namespace: str
+) -> None:
+    """A broker name with no topic yet writes its chunks without reading each queue first: the
+    change log must still tell new queues from rewritten ones, and the topic flag stays that of
+    the lowest broker name's queue."""
+    service = make_service(registerChunkTopics=10)
+    await service.register_broker(
+        register(CLUSTER, "broker-b", B, topics={t: (8, 8, 6, 1) for t in TOPICS_25})
+    )
+    joined = {t: (4, 4, 6, 0) for t in [*TOPICS_25[:15], "N0", "N1"]}
+    await service.register_broker(register(CLUSTER, "broker-a", MASTER, topics=joined))
+    assert await service.all_topics() == sorted([*TOPICS_25, "N0", "N1"])
+    assert (await route(service, "T00") or {})["queueDatas"] == [
+        qd("broker-a", 6, 4, 4),
+        qd("broker-b", 6, 8, 8, flag=1),
+    ]
+    assert await service.unit_topics("unit") == TOPICS_25[15:]  # broker-a's flag 0 now decides
+    queues = [e for e in await events(redis, namespace, "registerQueues") if e["brokerName"] == "broker-a"]
+    assert [e["final"] for e in queues] == ["0", "1"]
+    upserted = [t for e in queues for t, _ in orjson.loads(e["upserted"])]
+    assert sorted(upserted) == sorted(joined)
+    # the same registration again, as a new session of the name: nothing new to write
+    await service.register_broker(register(CLUSTER, "broker-a", MASTER, topics=joined, counter=2))
+    again = [e for e in await events(redis, namespace, "registerQueues") if e["brokerName"] == "broker-a"]
+    assert [orjson.loads(e["upserted"]) for e in again[len(queues) :]] == [[]]  # the final chunk's
+
+
+async def test_r10_chunks_log_names_that_need_escaping_and_carry_flags(
+    make_service: MakeService, redis: Redis, namespace: str
+) -> None:
+    """A chunk says whether its names are plain JSON and which queues have a topicSysFlag: the
+    change log stays valid JSON either way, and the flags reach the topic lists."""
+    service = make_service(registerChunkTopics=2)
+    topics = {"plain": (8, 8, 6, 0), "a/b": (8, 8, 6, 1), 'q"uote': (8, 8, 6, 0), "日本": (8, 8, 6, 3)}
+    await service.register_broker(register(topics=topics))
+    queues = await events(redis, namespace, "registerQueues")
+    assert sorted(t for e in queues for t, _ in orjson.loads(e["upserted"])) == sorted(topics)
+    assert await service.unit_topics("unit") == ["a/b", "日本"]
+    assert await service.unit_topics("unitSub") == ["日本"]
 
 
 async def test_r10_chunked_prime_slave_wipe_and_prune(make_service: MakeService) -> None:

@@ -78,6 +78,7 @@ def test_register_topics_args_match_the_header() -> None:
     documented = fixed_argv(text)
     assert documented == list(range(1, len(documented) + 1))
     assert argv[len(documented) :] == ["{}", "R", "M", "{}"]
+    assert argv[11:13] == ["{}", "1"]  # no topic flags, plain names
     assert keys[len(fixed)][argv[10] :] == "T"  # the topic is its key after the prefix
     assert argv[4:7] == [1, 1, 1]  # U, R, M
     for status in TopicsStatus:

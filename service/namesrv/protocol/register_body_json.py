@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from namesrv.domain.errors import BadRequest
-from namesrv.domain.model import MAX_NAME_LENGTH, DataVersion, TopicConfig, TopicConfigWrapper
+from namesrv.domain.model import DataVersion, TopicConfig, TopicConfigWrapper
 from namesrv.protocol import lenient_json
+from namesrv.protocol.register_body_typed import WellFormed, decode_well_formed, in_bounds
 
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 # Nesting allowed inside values kept as plain data (TopicQueueMappingInfo has 2 levels). The
 # rest of the service renders them recursively, which must stay far from the recursion limit.
 MAX_KEPT_DEPTH = 32
@@ -32,6 +32,14 @@ def empty_wrapper() -> TopicConfigWrapper:
 
 
 def decode_json(body: bytes, *, now_ms: int) -> tuple[TopicConfigWrapper, FilterServers]:
+    typed = decode_well_formed(body)
+    if typed is not None:
+        return _from_typed(typed, now_ms)
+    return decode_json_carefully(body, now_ms=now_ms)
+
+
+def decode_json_carefully(body: bytes, *, now_ms: int) -> tuple[TopicConfigWrapper, FilterServers]:
+    """Any body fastjson would read (bare keys, numbers as strings...), field by field."""
     obj = parse_object(body, "RegisterBrokerBody")
     wrapper_obj = obj.get("topicConfigSerializeWrapper")
     if wrapper_obj is None:
@@ -44,6 +52,18 @@ def decode_json(body: bytes, *, now_ms: int) -> tuple[TopicConfigWrapper, Filter
     filters: FilterServers = ()  # the field's initial value when the key is absent
     if "filterServerList" in obj:
         filters = read_filter_servers(obj["filterServerList"])
+    return wrapper, filters
+
+
+def _from_typed(typed: WellFormed, now_ms: int) -> tuple[TopicConfigWrapper, FilterServers]:
+    """The rest of a well-formed body, read by the same functions as in :func:`decode_json`."""
+    where = "topicConfigSerializeWrapper"
+    wrapper = TopicConfigWrapper(
+        topicConfigTable=typed.topic_config_table,
+        dataVersion=read_data_version(typed.data_version, now_ms, f"{where}.dataVersion"),
+        topicQueueMappingInfoMap=_mapping_infos(typed.mappings, f"{where}.topicQueueMappingInfoMap"),
+    )
+    filters = read_filter_servers(typed.filter_servers) if typed.has_filter_servers else ()
     return wrapper, filters
 
 
@@ -123,25 +143,21 @@ def _well_formed_topic_config(obj: dict[str, Any], key: str) -> TopicConfig | No
     )
     if (
         type(name) is str
-        and 0 < len(name) <= MAX_NAME_LENGTH
-        and name.isprintable()
         and type(read) is int
-        and 0 <= read <= _INT_MAX
         and type(write) is int
-        and 0 <= write <= _INT_MAX
         and type(perm) is int
-        and _INT_MIN <= perm <= _INT_MAX
         and type(flag) is int
-        and _INT_MIN <= flag <= _INT_MAX
         and type(filter_type) is str
         and type(order) is bool
         and (
             not attributes or (type(attributes) is dict and all(type(v) is str for v in attributes.values()))
         )
     ):
-        return TopicConfig(
+        config = TopicConfig(
             name, read, write, perm, filter_type, flag, order, dict(attributes) if attributes else {}
         )
+        if in_bounds(config):
+            return config
     return None
 
 

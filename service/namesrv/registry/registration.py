@@ -17,6 +17,7 @@ from namesrv.domain.model import (
     RawBody,
     RegisterBrokerRequest,
     RegisterBrokerResult,
+    TopicConfig,
     TopicConfigWrapper,
     check_addr,
     check_name,
@@ -109,6 +110,7 @@ class BrokerRegistrar:
             return_order=s.returnOrderTopicConfigToBroker,
             body_hash=req.body.hash if req.body is not None else "",
         )
+        laid_out_by = ""  # the member whose body to lay out once this registration is answered
         if req.wrapper is not None:
             configs = req.wrapper.topicConfigTable
             decoded = DecodedBody(req.wrapper, req.filterServerList, names_digest(configs))
@@ -130,6 +132,8 @@ class BrokerRegistrar:
                     return self._registered(req, header)
             self.bodies_decoded += 1
             decoded = await self._decode(req.body, member)
+            if _big(req.body):
+                laid_out_by = member
         wrapper, filters = decoded.wrapper, decoded.filters
         for server in filters or ():
             check_addr(server, "filterServerList entry")
@@ -162,6 +166,8 @@ class BrokerRegistrar:
                     req.clusterName,
                     req.brokerAddr,
                 )
+        if laid_out_by:
+            self._lay_out_after_reply(laid_out_by)
         return self._registered(req, header)
 
     async def _decode(self, body: RawBody, member: str) -> DecodedBody:
@@ -171,20 +177,23 @@ class BrokerRegistrar:
         if body.version < Version.V3_0_11:
             now_ms = await self.store.server_time_ms()  # the fresh DataVersion of an old body
         try:
-            if body.data is not None and len(body.data) > DECODE_IN_THREAD_BYTES:
+            if _big(body):
                 delta = self.decoder.decode_delta(body, member, now_ms)  # a few ms: no thread hop
                 if delta is not None:
                     return delta
-                decoded = await asyncio.to_thread(self.decoder.decode, body, member, now_ms)
-                if self.decoder.needs_layout(member):
-                    # off the reply's path: the broker's next body then decodes as a delta at once
-                    task = asyncio.create_task(asyncio.to_thread(self.decoder.prepare, member))
-                    self._background.add(task)
-                    task.add_done_callback(self._background.discard)
-                return decoded
+                return await asyncio.to_thread(self.decoder.decode, body, member, now_ms)
             return self.decoder.decode(body, member, now_ms)
         except BodyDecodeError as exc:
             raise BadRequest(f"{REMOTING_EXCEPTION}: Failed to decode RegisterBrokerBody: {exc}") from None
+
+    def _lay_out_after_reply(self, member: str) -> None:
+        """Lay out a big body the broker just sent, so its next one decodes as a delta at once;
+        in a thread started after this reply is written (the task first runs on the loop's next
+        turn), so it competes with neither this registration nor its topic writes."""
+        if self.decoder.needs_layout(member):
+            task = asyncio.create_task(asyncio.to_thread(self.decoder.prepare, member))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     def _topic_chunk(
         self, args: RegisterBrokerArgs, writes: Sequence[TopicWrite], no: int, final: bool
@@ -195,8 +204,8 @@ class BrokerRegistrar:
         self, args: RegisterBrokerArgs, wrapper: TopicConfigWrapper, delta: BodyDelta, prune: bool
     ) -> TopicsStatus:
         """Only the topics that changed since the previous body, in one final call."""
-        quoted = quote(args.broker_name)
-        writes = [TopicWrite(tc.topicName, tc.queue_data_json(quoted)) for tc in delta.changed]
+        write = QueueWrites(args.broker_name).write
+        writes = [write(tc) for tc in delta.changed]
         chunk = replace(
             self._topic_chunk(args, writes, 0, True),
             removals=list(delta.dropped) if prune else [],
@@ -209,23 +218,42 @@ class BrokerRegistrar:
     async def _write_all(
         self, args: RegisterBrokerArgs, wrapper: TopicConfigWrapper, prune: bool
     ) -> TopicsStatus:
+        """Every topic, in chunks of ``registerChunkTopics``. Each chunk but the last is sent as
+        soon as it is built, so Redis runs one chunk while this worker builds the next; the final
+        one (removals, mappings, the commit) goes once all the others are applied."""
         configs = sorted(wrapper.topicConfigTable.values(), key=lambda tc: tc.topicName)
-        quoted = quote(args.broker_name)
-        writes = [TopicWrite(tc.topicName, tc.queue_data_json(quoted)) for tc in configs]
         removals: list[str] = []
         if prune:
             present = {tc.topicName for tc in configs}
             removals = [t for t in await self.store.broker_topics(args.broker_name) if t not in present]
         size = self.settings().registerChunkTopics
-        parts = [writes[i : i + size] for i in range(0, len(writes), size)] or [[]]
-        chunks = [self._topic_chunk(args, part, i, i == len(parts) - 1) for i, part in enumerate(parts)]
-        chunks[-1] = replace(
-            chunks[-1],
-            removals=removals,
-            mappings={t: dumps(info) for t, info in wrapper.topicQueueMappingInfoMap.items()},
-        )
-        status, _, _ = await self.store.register_topics(chunks)
-        return status
+        parts = [configs[i : i + size] for i in range(0, len(configs), size)] or [[]]
+        write = QueueWrites(args.broker_name).write
+
+        def chunk(no: int) -> RegisterTopicsArgs:
+            writes = [write(tc) for tc in parts[no]]
+            return self._topic_chunk(args, writes, no, no == len(parts) - 1)
+
+        sent: list[asyncio.Task[tuple[TopicsStatus, int, int]]] = []
+        try:
+            for no in range(len(parts) - 1):
+                sent.append(asyncio.create_task(self.store.register_topics([chunk(no)])))
+                await asyncio.sleep(0)  # the task writes it to Redis before the next is built
+            final = replace(
+                chunk(len(parts) - 1),
+                removals=removals,
+                mappings={t: dumps(info) for t, info in wrapper.topicQueueMappingInfoMap.items()},
+            )
+            await asyncio.gather(*sent)  # the first failure (StoreUnavailable...) as it was raised
+        finally:
+            for task in sent:
+                if not task.done():
+                    task.cancel()  # after a failure: the chunks not yet applied
+                elif not task.cancelled():
+                    task.exception()  # seen: gather raised the first failure, these add nothing
+        statuses = [task.result()[0] for task in sent]
+        statuses.append((await self.store.register_topics([final]))[0])
+        return min(statuses, key=lambda st: st.value)
 
     def _registered(
         self, req: RegisterBrokerRequest, header: HeaderOutcome
@@ -260,3 +288,24 @@ class BrokerRegistrar:
         return result, Registration(
             req.clusterName, req.brokerAddr, req.brokerName, req.brokerId, header.epoch
         )
+
+
+def _big(body: RawBody) -> bool:
+    """Decoded in a thread, compared with the broker's previous body, laid out for the next."""
+    return body.data is not None and len(body.data) > DECODE_IN_THREAD_BYTES
+
+
+class QueueWrites:
+    """The queue writes of one broker name's topics. A queue's JSON does not name its topic, so
+    a broker's 10,000 topics share a handful: each is rendered once."""
+
+    def __init__(self, broker_name: str) -> None:
+        self.quoted = quote(broker_name)
+        self.rendered: dict[tuple[int, int, int, int], str] = {}
+
+    def write(self, config: TopicConfig) -> TopicWrite:
+        shape = (config.perm, config.readQueueNums, config.topicSysFlag, config.writeQueueNums)
+        queue = self.rendered.get(shape)
+        if queue is None:
+            queue = self.rendered[shape] = config.queue_data_json(self.quoted)
+        return TopicWrite(config.topicName, queue, config.topicSysFlag)

@@ -7,10 +7,13 @@ once and a change to a script's ARGV is one edit here (and a test reads the head
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple
+
+import orjson
 
 from namesrv.domain.codes import ORDER_TOPIC_CONFIG
 from namesrv.store.keyspace import Keyspace, live_member
@@ -120,7 +123,12 @@ class RegisterBrokerArgs:
 
 class TopicWrite(NamedTuple):  # a tuple: registrations build 10,000 at a time
     topic: str
-    queue_data_json: str  # render.queue_data_json's layout: the script reads topicSysFlag from it
+    queue_data_json: str  # render.queue_data_json's layout
+    sys_flag: int = 0  # its topicSysFlag, told apart so the script need not search the JSON
+
+
+# Topic names that are JSON strings as they are: the script then skips escaping each one.
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\/\x7f-\U0010ffff]')
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,7 @@ class RegisterTopicsArgs:
 
     def keys(self, k: Keyspace) -> list[str]:
         mappings = self.mappings or {}
+        topic_key = k.topic("")  # 10,000 keys per registration: one concatenation each
         return (
             [
                 k.pending,
@@ -153,7 +162,7 @@ class RegisterTopicsArgs:
                 k.live,
                 k.bsync,
             ]
-            + [k.topic(w.topic) for w in self.writes]
+            + [topic_key + w.topic for w in self.writes]
             + [k.topic(t) for t in self.removals]
             + [k.mapping(t) for t in mappings]
         )
@@ -172,6 +181,8 @@ class RegisterTopicsArgs:
             self.chunk_no,
             self.delta_base,
             len(k.topic("")),  # an upsert's topic is its key after this prefix
+            orjson.dumps({w.topic: w.sys_flag for w in self.writes if w.sys_flag}).decode(),
+            "0" if _NEEDS_ESCAPE.search("".join(w.topic for w in self.writes)) else "1",
         ]
         args += [w.queue_data_json for w in self.writes]
         args += self.removals

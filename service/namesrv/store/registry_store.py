@@ -180,10 +180,11 @@ class RegistryStore:
             if is_cluster(self.redis):
                 # Redis Cluster refuses scripts in pipelines: one round trip per chunk.
                 return [await self.scripts.call("registerBrokerTopics", *call) for call in calls]
-            pipe = self.redis.pipeline(transaction=False)
-            for call in calls:
-                await self.scripts.call_in(pipe, "registerBrokerTopics", *call)
-            result: list[Any] = await pipe.execute()
+            # as a context, so a call cancelled mid-way (its registration failed) releases it
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for call in calls:
+                    await self.scripts.call_in(pipe, "registerBrokerTopics", *call)
+                result: list[Any] = await pipe.execute()
             return result
 
         results = await self._bounded(run, calls=len(calls))
