@@ -204,6 +204,7 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         # never below 50 ms: a long script (a registration chunk) must not look like a stall
         stall_s=max(staleness_s / 2, 0.05),
         on_reset_count=lambda reason: metrics.redis_resets.labels(reason).inc(),
+        on_loop_lag=metrics.loop_lag.labels().observe,
     )
     reader = RouteReader(store, worker.current)
     lookups = route_lookups(base, reader, feed)

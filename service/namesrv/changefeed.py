@@ -90,6 +90,7 @@ class ChangeFeed:
         timeout_s: float,
         stall_s: float,
         on_reset_count: Callable[[str], None] = lambda reason: None,
+        on_loop_lag: Callable[[float], None] = lambda seconds: None,
     ) -> None:
         self.scripts = scripts
         self.k = keyspace
@@ -99,6 +100,7 @@ class ChangeFeed:
         self.stall_s = stall_s
         self.listeners: list[FeedListener] = []
         self._count_reset = on_reset_count
+        self._observe_lag = on_loop_lag  # how late each tick ran (namesrv_event_loop_lag_seconds)
         self.instance = ""  # the registry data set this worker learned from
         self.last_id = ""  # last entry applied; '' until the first poll
         self._known_at: float | None = None
@@ -173,7 +175,9 @@ class ChangeFeed:
             await cancel_and_wait(self._task)
 
     def _beat(self) -> None:
-        self._tick = time.monotonic()
+        now = time.monotonic()
+        self._observe_lag(max(0.0, now - self._tick - TICK_S))
+        self._tick = now
         self._ticker = asyncio.get_running_loop().call_later(TICK_S, self._beat)
 
     # ---- the loop ----

@@ -38,6 +38,16 @@ class Metrics:
         r.register(self.latency)
         self._request_series: dict[tuple[str, str, str], tuple[Any, LatencySeries]] = {}
         r.register(gc_pauses())
+        # How late the event loop ran a 10 ms timer: a time in which this worker answered nothing,
+        # because it was busy elsewhere or the OS did not run it. Beside the request latency it
+        # tells a slow answer from one that waited before the worker could read it.
+        self.loop_lag = LatencyHistogram(
+            "namesrv_event_loop_lag_seconds",
+            "How late the event loop ran a 10 ms timer (busy, or not scheduled by the OS)",
+            (),
+            LATENCY_BUCKETS,
+        )
+        r.register(self.loop_lag)
         ProcessCollector(registry=r)  # CPU, RSS, open files: read from /proc at scrape time
         self.registrations = Counter(
             "namesrv_registrations", "REGISTER_BROKER results (ok, refused, ignored)", ["result"], registry=r

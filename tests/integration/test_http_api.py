@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from typing import Any
 
 from aiohttp.test_utils import TestClient
@@ -227,6 +229,27 @@ async def test_metrics_count_requests_registrations_and_script_latency(client: C
         "namesrv_remoting_connections",
     ):
         assert f"# TYPE {name.removesuffix('_total')}" in text
+
+
+def _lag_over(text: str, le: str) -> tuple[float, float]:
+    """(ticks counted, ticks later than ``le`` seconds) from a /metrics page."""
+    values = dict(
+        line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("namesrv_event_loop_lag")
+    )
+    total = float(values["namesrv_event_loop_lag_seconds_count"])
+    return total, total - float(values[f'namesrv_event_loop_lag_seconds_bucket{{le="{le}"}}'])
+
+
+async def test_a_blocked_event_loop_shows_as_loop_lag(client: Client) -> None:
+    """The test shares the worker's event loop: blocking it here is the worker being busy."""
+    await asyncio.sleep(0.1)
+    ticks, late = _lag_over(await (await client.get("/metrics")).text(), "0.025")
+    time.sleep(0.06)  # noqa: ASYNC251 - the point: nothing else runs meanwhile
+    await asyncio.sleep(0.05)
+    ticks_after, late_after = _lag_over(await (await client.get("/metrics")).text(), "0.025")
+    assert ticks_after > ticks
+    # the tick due during the block ran 50-60 ms late (a busy CI machine may add more)
+    assert late_after - late >= 1
 
 
 async def test_openapi_describes_exactly_the_routes(client: Client) -> None:
