@@ -432,6 +432,17 @@ class Brokers:
         self.records.append(record)
         return record
 
+    async def registered(self, name: str, timeout: float) -> Registration:
+        """The next successful registration of broker ``name``, as soon as its reply is in."""
+        seen = len(self.records)
+        deadline = now() + timeout
+        while now() < deadline:
+            fresh = [r for r in self.records[seen:] if r.broker == name and r.code == 0]
+            if fresh:
+                return fresh[0]
+            await asyncio.sleep(0.001)
+        raise TimeoutError(f"{name} did not register within {timeout:g} s")
+
     async def start(self) -> None:
         self.sims = [self._sim(i, n) for i, n in enumerate(self.NAMES)]
         for i in range(len(self.sims)):

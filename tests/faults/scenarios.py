@@ -203,6 +203,11 @@ async def analyze(
         ]
     if by_worker:  # stale on every worker at once would rather point at the truth worker
         figs.extra["stale_by_worker"] = by_worker
+        # On the fault's clock: whether stale answers belong to the fault's first moment only.
+        figs.extra["stale_sent_s"] = [
+            round(min(s.sent for s in stale) - t_fault, 3),
+            round(max(s.sent for s in stale) - t_fault, 3),
+        ]
         figs.extra["final_broker_b_queues"] = _final_check(f)
         figs.extra["stale_detail"] = _stale_detail(f, stale, t_fault)
     expected = len(HOT_TOPICS) * len(Brokers.NAMES)
@@ -293,6 +298,9 @@ async def phase_proxy(rig: Rig) -> list[Figures]:
     connection resets, a blackhole."""
     f, proxy, phase = rig.f, rig.proxy, rig.lengths.proxy_phase
     rows: list[Figures] = []
+    # The worst moment for latency to begin: just after broker-b's registration changed every hot
+    # route, before the worker behind the proxy has read that change (see the latency test).
+    await f.brokers.registered("broker-b", timeout=3 * rig.lengths.period + 2.0)
     t0 = now()
     proxy.latency(0.05)  # +50 ms each way on every Redis call
     await asyncio.sleep(phase)

@@ -129,14 +129,24 @@ def test_kill9_the_other_worker_keeps_serving_and_the_restarted_one_answers_righ
 MAX_FAILED_SHARE = 1 / 200
 
 
-def test_added_latency_fails_almost_nothing_and_serves_almost_nothing_stale(
+# When the round trip jumps from about 1 ms to 100 ms at once, the first poll sent into the
+# latency is outstanding past the stall threshold (50 ms) with no other reply since: the worker
+# cannot tell it from a stalled Redis and answers from memory until that poll returns. A change
+# Redis committed just before (a broker registering as the latency begins) is then served late
+# for about one round trip; from the first slow reply on, the worker knows the new round trip
+# and lookups wait for reads instead. So stale answers may only come from the onset: the stall
+# threshold, two slow round trips and the staleness bound, with scheduling margin.
+LATENCY_ONSET_S = 0.5
+
+
+def test_added_latency_fails_almost_nothing_and_serves_stale_only_at_its_onset(
     single: dict[str, Figures],
 ) -> None:
-    # The first poll after the latency begins is outstanding past the stall threshold (50 ms) and
-    # the worker serves from memory meanwhile: a change made then is served late once.
     f = single["latency"]
     assert f.failed <= f.lookups * MAX_FAILED_SHARE
-    assert f.stale <= f.lookups * MAX_FAILED_SHARE
+    if f.stale:
+        first, last = f.extra["stale_sent_s"]
+        assert 0.0 <= first <= last < LATENCY_ONSET_S
     assert f.lost_registrations == 0
 
 
