@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,17 +246,39 @@ def _memory_report(samples: list[dict[str, int]], topics: int) -> dict[str, obje
 
 
 CACHE_METRIC = "namesrv_route_cache_lookups_total{"
+SLOW_S = "0.005"  # a bucket bound of namesrv.metrics.LATENCY_BUCKETS: the issue's p99 bound
+# series of a worker's /metrics page -> what worker_counters calls them ('.fast': within 5 ms)
+COUNTED = (
+    (re.compile(r'namesrv_request_seconds_count\{.*transport="remoting"'), "requests"),
+    (re.compile(rf'namesrv_request_seconds_bucket\{{le="{SLOW_S}",.*transport="remoting"'), "requests.fast"),
+    (re.compile(r"namesrv_gc_pause_seconds_count\{"), "gc"),
+    (re.compile(rf'namesrv_gc_pause_seconds_bucket\{{le="{SLOW_S}"'), "gc.fast"),
+    (re.compile(r"namesrv_event_loop_lag_seconds_count "), "loop"),
+    (re.compile(rf'namesrv_event_loop_lag_seconds_bucket\{{le="{SLOW_S}"\}}'), "loop.fast"),
+)
 
 
-async def cache_outcomes(urls: list[str]) -> dict[str, float]:
-    """Route cache lookups by outcome (hit, miss, bypass), summed over the workers at ``urls``."""
+async def worker_counters(urls: list[str]) -> dict[str, float]:
+    """What the workers at ``urls`` counted, summed: route cache lookups by outcome (``cache.hit``,
+    ``cache.miss``, ...), remoting requests, GC pauses and event-loop ticks (``requests``, ``gc``,
+    ``loop``), and how many of each took longer than 5 ms by the worker's own clock
+    (``requests.slow``, ``gc.slow``, ``loop.slow``: a tick that ran over 5 ms late), so a latency
+    tail seen by the load generator can be told apart from one inside the workers."""
     totals: dict[str, float] = {}
     async with aiohttp.ClientSession() as session:
         for url in urls:
             async with session.get(f"{url}/metrics") as resp:
                 text = await resp.text()
             for line in text.splitlines():
-                if line.startswith(CACHE_METRIC):
-                    label = line.split('"')[1]
-                    totals[label] = totals.get(label, 0.0) + float(line.rsplit(" ", 1)[1])
+                key = _counter(line)
+                if key is not None:
+                    totals[key] = totals.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    for what in ("requests", "gc", "loop"):
+        totals[f"{what}.slow"] = totals.get(what, 0.0) - totals.pop(f"{what}.fast", 0.0)
     return totals
+
+
+def _counter(line: str) -> str | None:
+    if line.startswith(CACHE_METRIC):
+        return "cache." + line.split('"')[1]
+    return next((key for pattern, key in COUNTED if pattern.match(line)), None)

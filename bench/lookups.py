@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.fleet import Bench, cache_outcomes
+from bench.fleet import Bench, worker_counters
 from bench.load_jobs import LoadJob, Protocol
 from bench.procs import CpuMeter, settle, with_other
 from bench.redisstats import LUA_COMMANDS, commandstats, lua_summary, reset_stats
@@ -76,20 +76,20 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     redis_stats: dict[str, dict[str, float]] = {}
     slowlog = b.log()
     fleet_urls = [w.url for w in b.workers[: scenario.size]] if scenario.server == "fleet" else []
-    cache_before: dict[str, float] = {}
-    cache: dict[str, float] = {}
+    counted_before: dict[str, float] = {}
+    counted: dict[str, float] = {}
 
     async def window_start() -> None:
         await reset_stats(b.redis)
         await slowlog.collect()  # drop what the warm-up logged
-        cache_before.update(await cache_outcomes(fleet_urls))
+        counted_before.update(await worker_counters(fleet_urls))
         meter.start()
 
     async def window_end() -> None:
         cores.update(meter.stop())
         redis_stats.update(await commandstats(b.redis))
-        after = await cache_outcomes(fleet_urls)
-        cache.update({k: v - cache_before.get(k, 0.0) for k, v in after.items()})
+        after = await worker_counters(fleet_urls)
+        counted.update({k: v - counted_before.get(k, 0.0) for k, v in after.items()})
 
     settled = await settle(pids["workers"] + pids["ceilings"])
     summary = await b.load_pool().run(job, on_window_start=window_start, on_window_end=window_end)
@@ -114,7 +114,9 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         "redis_commands": redis_stats,
         "lua_over_1ms": lua,
         # the workers' route cache over the window: hit / miss / bypass (change feed not fresh)
-        "route_cache": cache,
+        "route_cache": {k.removeprefix("cache."): v for k, v in counted.items() if k.startswith("cache.")},
+        # by the workers' own clocks: requests and GC pauses of the window, and those over 5 ms
+        "worker_side": {k: v for k, v in counted.items() if not k.startswith("cache.")},
         "settle_seconds": settled,
     }
 
@@ -151,6 +153,12 @@ def _line(row: dict[str, Any]) -> str:
     cache = row.get("route_cache") or {}
     total = sum(cache.values())
     outcome = "  cache " + " ".join(f"{k} {v / total:.0%}" for k, v in sorted(cache.items())) if total else ""
+    seen = row.get("worker_side") or {}
+    if seen.get("requests"):
+        slow, gc, loop = seen.get("requests.slow", 0), seen.get("gc.slow", 0), seen.get("loop.slow", 0)
+        outcome += (
+            f"  worker-side >5 ms: {slow:,.0f} requests, {gc:,.0f} GC pauses, {loop:,.0f} late loop ticks"
+        )
     return (
         f"  {row['rps']:>9,.0f} req/s  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  "
         f"errors {row['errors']}  cores: load {c.get('load', 0):.2f} server {c.get('server', 0):.2f} "

@@ -19,10 +19,17 @@ LUA_COMMANDS = ("evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro")
 
 
 def script_names() -> dict[str, str]:
-    """SHA-1 -> script name for the scripts in this checkout."""
-    from namesrv.store.scripts import discover
+    """SHA-1 -> script name for the scripts in this checkout, as sent to Redis 6 and, for the
+    ``@master-only`` ones, as declared on Redis 7 (store.scripts.MASTER_ONLY)."""
+    import hashlib
 
-    return {script.sha: name for name, script in discover().items()}
+    from namesrv.store.scripts import MASTER_ONLY, discover
+
+    names: dict[str, str] = {}
+    for name, script in discover().items():
+        names[script.sha] = name
+        names[hashlib.sha1((MASTER_ONLY + script.source).encode()).hexdigest()] = name
+    return names
 
 
 @dataclass(frozen=True)

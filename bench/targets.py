@@ -65,6 +65,18 @@ def _errors_note(row: dict[str, Any]) -> str:
     return "; ".join(notes)
 
 
+def _worker_side(row: dict[str, Any]) -> str:
+    """Whether a tail the load generator saw was inside the workers (by their own clocks)."""
+    seen = row.get("worker_side")
+    if not seen or not seen.get("requests"):
+        return ""
+    return (
+        f"workers' own clocks: {seen.get('requests.slow', 0):,.0f} of {seen['requests']:,.0f} requests, "
+        f"{seen.get('gc.slow', 0):,.0f} of {seen.get('gc', 0):,.0f} GC pauses and "
+        f"{seen.get('loop.slow', 0):,.0f} of {seen.get('loop', 0):,.0f} loop ticks over 5 ms"
+    )
+
+
 def _phase_noise(row: dict[str, Any]) -> str:
     other = row.get("phase_cores", {}).get("other", 0.0)
     return f"other processes used {other:.2f} cores" if other > NOISY_CORES else ""
@@ -140,6 +152,8 @@ def _p99_targets(result: dict[str, Any]) -> list[Target]:
         if achieved < 0.95:
             note = (note + "; " if note else "") + f"only {achieved:.0%} of the offered rate was served"
         ok = row["p99_ms"] <= P99_MS and achieved >= 0.95 and not row["errors"]
+        if not ok:
+            note = (note + "; " if note else "") + _worker_side(row)
         targets.append(
             Target(
                 f"p99 at {lf:.0%} of peak, {workers_label(s['size'])}, remoting {s['pattern']}",
