@@ -252,7 +252,7 @@ COUNTED = (
     (re.compile(r'namesrv_request_seconds_count\{.*transport="remoting"'), "requests"),
     (re.compile(rf'namesrv_request_seconds_bucket\{{le="{SLOW_S}",.*transport="remoting"'), "requests.fast"),
     (re.compile(r"namesrv_gc_pause_seconds_count\{"), "gc"),
-    (re.compile(rf'namesrv_gc_pause_seconds_bucket\{{le="{SLOW_S}"'), "gc.fast"),
+    (re.compile(rf'namesrv_gc_pause_seconds_bucket\{{generation="\d",le="{SLOW_S}"'), "gc.fast"),
     (re.compile(r"namesrv_event_loop_lag_seconds_count "), "loop"),
     (re.compile(rf'namesrv_event_loop_lag_seconds_bucket\{{le="{SLOW_S}"\}}'), "loop.fast"),
 )
