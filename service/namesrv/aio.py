@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def raise_if_cancelling() -> None:
@@ -29,3 +32,31 @@ async def cancel_and_wait(task: asyncio.Task[object], *, grace: float = 5.0, att
         return
     if not task.cancelled() and task.exception() is not None:
         log.error("task %s failed: %r", task.get_name(), task.exception())
+
+
+async def within(seconds: float, awaitable: Awaitable[T]) -> T:
+    """``awaitable``'s result, or TimeoutError once ``seconds`` have passed, whatever it does.
+
+    ``asyncio.timeout`` cancels once; if the code under it swallows that cancel, nothing stops it
+    again. A redis-py connection did exactly that on a Redis that had just resumed from a stall,
+    and then waited on its socket for good: the change feed's poll hung with it, and the worker
+    reported Redis down long after Redis answered. Here the call runs as its own task; at the
+    deadline it is cancelled and left behind (its outcome retrieved when it ends), and the caller
+    moves on."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(_retrieve)
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(_retrieve)
+        raise TimeoutError
+    return task.result()
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # an abandoned call's failure is expected: nobody must log it as lost

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from namesrv.aio import cancel_and_wait, raise_if_cancelling
+from namesrv.aio import cancel_and_wait, raise_if_cancelling, within
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.script_args import FeedStatus, ReadChangesArgs
@@ -193,9 +193,8 @@ class ChangeFeed:
                 self._wanted = None
             self._poll_issued = issued
             try:
-                async with asyncio.timeout(self.timeout_s):
-                    poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH)
-                    reply: Any = await self._read(poll)
+                poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH)
+                reply: Any = await within(self.timeout_s, self._read(poll))
             except asyncio.CancelledError:
                 _settle(owed, False)
                 raise
@@ -223,7 +222,12 @@ class ChangeFeed:
             if received < BATCH:  # caught up: everything committed before `issued` is applied
                 self._known_at = issued
                 _settle(owed, True)
-                await self._pause(self.poll_interval)
+                # Polls start poll_interval apart, not poll_interval after the last one ended: what
+                # a worker knows is as old as the time from one poll's issue to the next one's
+                # reply, and on a busy loop (or a slow link) each reply comes late. Resting a full
+                # interval after it made a loaded worker's knowledge cross the staleness bound
+                # every few polls, and every lookup then waited for a catch-up read.
+                await self._pause(self.poll_interval - (time.monotonic() - issued))
 
     async def _read(self, poll: ReadChangesArgs) -> Any:
         """One poll. A connection Redis closed while it was idle in the pool (a Redis restart or
@@ -285,7 +289,7 @@ class ChangeFeed:
 
     async def _pause(self, seconds: float) -> None:
         """Sleep between polls, cut short by wait_fresh."""
-        if self._wanted is not None:
+        if self._wanted is not None or seconds <= 0:
             return
         self._kick.clear()
         handle = asyncio.get_running_loop().call_later(seconds, self._kick.set)

@@ -175,3 +175,35 @@ async def test_a_poll_stuck_while_redis_answers_other_calls_is_no_outage(
         await feed.stop()
         await feed_client.aclose()
         proxy.close()
+
+
+async def test_polls_start_an_interval_apart_even_when_each_reply_comes_late(
+    redis_url: str, keys: Keyspace, recorder: Recorder
+) -> None:
+    """A worker's knowledge is as old as the time from one poll's issue to the next one's reply.
+    With replies taking longer than the poll interval (here a link adding 100 ms each way, as a
+    busy event loop delays them too), the next poll goes out at once instead of after a further
+    full interval: polls then start about one round trip apart (~200 ms), never round trip plus
+    interval (>= 400 ms)."""
+    host, port = redis_host_port(redis_url)
+    proxy = ProxyThread(host, port)
+    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
+    feed = await start_feed(client, keys, recorder, poll_interval=0.2)
+    try:
+        proxy.latency(0.1)
+        await asyncio.sleep(0.5)  # the polls under way when the latency began have ended
+        issued: list[float] = []
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            known = feed.known_at
+            if known is not None and (not issued or known != issued[-1]):
+                issued.append(known)
+            await asyncio.sleep(0.005)
+        gaps = sorted(b - a for a, b in zip(issued, issued[1:], strict=False))
+        assert len(gaps) >= 4, issued
+        assert gaps[len(gaps) // 2] < 0.3, gaps
+    finally:
+        proxy.heal()
+        await feed.stop()
+        await client.aclose()
+        proxy.close()

@@ -17,6 +17,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from namesrv.aio import within
 from namesrv.domain.errors import StoreUnavailable
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace, live_member
@@ -120,20 +121,21 @@ class RegistryStore:
         if health is not None and not health.reachable:
             raise StoreUnavailable(f"Redis unavailable: {health.reason}")
         if self.timeout_s is None:
-            async with self._gate:
-                result = await with_retry(command)
+            result = await self._gated(command)
         else:
             deadline = self.timeout_s * calls
             try:
-                async with asyncio.timeout(deadline):
-                    async with self._gate:
-                        result = await with_retry(command)
+                result = await within(deadline, self._gated(command))
             except TimeoutError:
                 remark = f"Redis unavailable: no answer within {deadline * 1000:.0f} ms"
                 raise StoreUnavailable(remark) from None
         if health is not None:
             health.note_answer()
         return result
+
+    async def _gated(self, command: Callable[[], Awaitable[Any]]) -> Any:
+        async with self._gate:
+            return await with_retry(command)
 
     async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         return await self._bounded(lambda: self.scripts.call(name, keys, args))
