@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from namesrv.aio import cancel_and_wait, raise_if_cancelling
+from namesrv.aio import cancel_and_wait, raise_if_cancelling, within
 from namesrv.changefeed import ChangeFeed
 from namesrv.config import Settings
 from namesrv.domain.errors import StoreUnavailable
@@ -106,15 +106,18 @@ async def bring_up(app: web.Application) -> None:
     worker, redis, store, scripts = app[WORKER], app[REDIS], app[STORE], app[SCRIPTS]
     where = describe(worker.redis_url)
     delay, last_reason = 0.05, ""
+
+    async def attempt() -> None:
+        if await check_server(redis) >= (7, 0):
+            scripts.declare_master_only()
+        await scripts.preload()
+        await store.check_schema()
+        worker.apply_overrides(await store.config_overrides())
+
     while True:
         raise_if_cancelling()
         try:
-            async with asyncio.timeout(max(2.0, worker.base.redisTimeoutMillis / 1000)):
-                if await check_server(redis) >= (7, 0):
-                    scripts.declare_master_only()
-                await scripts.preload()
-                await store.check_schema()
-                worker.apply_overrides(await store.config_overrides())
+            await within(max(2.0, worker.base.redisTimeoutMillis / 1000), attempt())
         except asyncio.CancelledError:
             raise
         except Exception as exc:
