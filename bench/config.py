@@ -53,6 +53,9 @@ class BenchConfig:
     label: str = ""
     smoke: bool = False
     peers: tuple[Peer, ...] = ()  # other NameServers measured in the same run (--peer)
+    # s of lookups sent to each peer before its first window: a JVM compiles its hot paths only
+    # after thousands of calls, and the first window would otherwise measure the interpreter
+    peer_warmup: float = 20.0
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -86,6 +89,7 @@ SMOKE = BenchConfig(
     expiry_brokers=2,
     crash_brokers=2,
     sweep_ms=200,
+    peer_warmup=1.0,
     smoke=True,
 )
 
@@ -121,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness works (~30 s)")
     p.add_argument("--warmup", type=float, help=f"s of load before each window (default {d.warmup})")
+    p.add_argument(
+        "--peer-warmup",
+        type=float,
+        help=f"s of lookups (hot, then spread) to each peer before its first window, so a JVM has "
+        f"compiled its hot paths (default {d.peer_warmup})",
+    )
     p.add_argument("--duration", type=float, help=f"s per measurement window (default {d.duration})")
     p.add_argument("--topics", type=int, help=f"topics of the spread scenario (default {d.topics})")
     p.add_argument("--hot-topics", type=int, help=f"topics of the hot scenario (default {d.hot_topics})")

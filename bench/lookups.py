@@ -126,6 +126,9 @@ async def run_lookups(b: Bench, protocol: Protocol, progress: Any) -> list[dict[
     rows: list[dict[str, Any]] = []
     await b.log().start(SLOW_LUA_US, max_len=100_000)
     try:
+        if protocol == "remoting":
+            for peer in cfg.peers:
+                await _warm_up(b, peer.name, progress)
         for size in cfg.fleet_sizes:
             # peers run right after one worker, pattern by pattern, so both see the same machine
             turns = ["fleet"] + ([p.name for p in cfg.peers] if size == 1 and protocol == "remoting" else [])
@@ -146,6 +149,28 @@ async def run_lookups(b: Bench, protocol: Protocol, progress: Any) -> list[dict[
     finally:
         await b.log().stop()
     return rows
+
+
+async def _warm_up(b: Bench, name: str, progress: Any) -> None:
+    """Closed-loop lookups to a peer before anything is measured (our workers need none: Python
+    does not compile as it goes, and their caches were filled at setup)."""
+    peer = b.peer(name)
+    if peer is None or b.cfg.peer_warmup <= 0:
+        return
+    progress(f"warming up {name} for {b.cfg.peer_warmup:g} s (JIT)")
+    for pattern in ("hot", "spread"):
+        job = LoadJob(
+            name=f"warm-up/{name}/{pattern}",
+            protocol="remoting",
+            targets=(peer.remoting,),
+            topics=tuple(b.hot if pattern == "hot" else b.topics),
+            uniform=pattern == "spread",
+            conns=b.cfg.conns,
+            depth=b.cfg.depth,
+            warmup=max(0.0, b.cfg.peer_warmup / 2 - 0.5),
+            duration=0.5,
+        )
+        await b.load_pool().run(job)
 
 
 def _line(row: dict[str, Any]) -> str:
