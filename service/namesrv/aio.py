@@ -35,26 +35,37 @@ async def cancel_and_wait(task: asyncio.Task[object], *, grace: float = 5.0, att
 
 
 async def within(seconds: float, awaitable: Awaitable[T]) -> T:
-    """``awaitable``'s result, or TimeoutError once ``seconds`` have passed, whatever it does.
+    """``awaitable``'s result, or TimeoutError once ``seconds`` (plus at most ``ABANDON_GRACE_S``)
+    have passed, whatever it does.
 
     ``asyncio.timeout`` cancels once; if the code under it swallows that cancel, nothing stops it
     again. A redis-py connection did exactly that on a Redis that had just resumed from a stall,
     and then waited on its socket for good: the change feed's poll hung with it, and the worker
-    reported Redis down long after Redis answered. Here the call runs as its own task; at the
-    deadline it is cancelled and left behind (its outcome retrieved when it ends), and the caller
-    moves on."""
+    reported Redis down long after Redis answered. Here the call runs as its own task. At the
+    deadline it is cancelled and given a moment to clean up (close its connection), as it would
+    under ``asyncio.timeout``; only a call that is still running then is left behind, its outcome
+    retrieved whenever it ends. A caller that is itself cancelled (a shutdown) waits as long for
+    the call's clean-up, so connections are not closed twice at once."""
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({task}, timeout=seconds)
     except asyncio.CancelledError:
-        task.cancel()
-        task.add_done_callback(_retrieve)
+        await _stop(task)
         raise
     if not done:
-        task.cancel()
-        task.add_done_callback(_retrieve)
-        raise TimeoutError
+        await _stop(task)
+        if not task.done() or task.cancelled():
+            raise TimeoutError
     return task.result()
+
+
+ABANDON_GRACE_S = 0.05
+
+
+async def _stop(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    await asyncio.wait({task}, timeout=ABANDON_GRACE_S)
+    task.add_done_callback(_retrieve)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -121,6 +121,14 @@ def _queues_of_b(d: str | None) -> int | str | None:
     )
 
 
+def _brief(d: str | None) -> str | None:
+    """A route answer in a few characters: its broker names and broker-b's write queues."""
+    if d is None or d == ABSENT:
+        return d
+    names = ",".join(sorted(n.removeprefix("broker-") for n in _brokers_in(d) or ()))
+    return f"{names}/b{_queues_of_b(d)}"
+
+
 def _final_check(f: Fleet) -> dict[str, Any]:
     """broker-b's queue count in its last registration (the script), in the truth worker's last
     sample, and in each worker's last answer: which side a stale count comes from."""
@@ -135,25 +143,26 @@ def _final_check(f: Fleet) -> dict[str, Any]:
 
 
 def _stale_detail(f: Fleet, stale: list[Sample], t0: float) -> dict[str, Any]:
-    """Where stale answers came from, on the fault's clock (s): the first few, what the truth
-    read of the first hot topic around them, and broker-b's registrations meanwhile."""
-    topic = HOT_TOPICS[0]
+    """Where stale answers came from, on the fault's clock (s): the first few of the first stale
+    topic, what the truth read of that topic around them, and broker-b's registrations meanwhile."""
+    topic = stale[0].topic if stale else HOT_TOPICS[0]
     first = [s for s in stale if s.topic == topic][:6]
     if not first:
         return {}
     lo, hi = first[0].sent - 1.0, first[-1].replied + 1.0
-    truth: list[tuple[float, float, int | str | None]] = []
+    truth: list[tuple[float, float, str | None]] = []
     for t in f.truth.samples:
         if lo <= t.start <= hi:
-            q = _queues_of_b(t.routes.get(topic))
+            q = _brief(t.routes.get(topic))
             if not truth or truth[-1][2] != q:
                 truth.append((round(t.start - t0, 3), round(t.end - t0, 3), q))
     window = [t for t in f.truth.samples if lo <= t.start <= hi]
     return {
         "truth_samples": len(window),
         "truth_last": round(window[-1].end - t0, 3) if window else None,
+        "topic": topic,
         "stale": [
-            (s.worker, round(s.sent - t0, 3), round(s.replied - t0, 3), _queues_of_b(s.digest)) for s in first
+            (s.worker, round(s.sent - t0, 3), round(s.replied - t0, 3), _brief(s.digest)) for s in first
         ],
         "truth_changes": truth,
         "broker_b": [
