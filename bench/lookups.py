@@ -27,7 +27,7 @@ class Scenario:
     server: str  # "fleet", "ceiling" or a peer's name
     size: int  # worker (or ceiling) processes
     pattern: str  # "hot" or "spread"
-    load: str  # "peak" or "80%"
+    load: str  # "peak", "80%" or "warm-up"
 
     @property
     def key(self) -> str:
@@ -46,20 +46,7 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     targets = tuple(s.remoting if scenario.protocol == "remoting" else s.http for s in servers)
     if peer is not None:
         targets = (peer.remoting,)
-    topics = b.hot if scenario.pattern == "hot" else b.topics
-    remoting = scenario.protocol == "remoting"
-    job = LoadJob(
-        name=scenario.key,
-        protocol=scenario.protocol,
-        targets=targets,
-        topics=tuple(topics),
-        uniform=scenario.pattern == "spread",
-        conns=cfg.conns if remoting else cfg.http_conns,
-        depth=cfg.depth if remoting else cfg.http_depth,
-        rate=rate,
-        warmup=cfg.warmup,
-        duration=cfg.duration,
-    )
+    job = _job(b, scenario, targets, rate=rate, warmup=cfg.warmup, duration=cfg.duration)
     pids = b.pids()
     tested = [s.proc.pid for s in servers]
     if peer is not None and peer.pid is not None:
@@ -159,18 +146,34 @@ async def _warm_up(b: Bench, name: str, progress: Any) -> None:
         return
     progress(f"warming up {name} for {b.cfg.peer_warmup:g} s (JIT)")
     for pattern in ("hot", "spread"):
-        job = LoadJob(
-            name=f"warm-up/{name}/{pattern}",
-            protocol="remoting",
-            targets=(peer.remoting,),
-            topics=tuple(b.hot if pattern == "hot" else b.topics),
-            uniform=pattern == "spread",
-            conns=b.cfg.conns,
-            depth=b.cfg.depth,
-            warmup=max(0.0, b.cfg.peer_warmup / 2 - 0.5),
-            duration=0.5,
-        )
-        await b.load_pool().run(job)
+        scenario = Scenario("remoting", name, 1, pattern, "warm-up")
+        warmup = max(0.0, b.cfg.peer_warmup / 2 - 0.5)
+        await b.load_pool().run(_job(b, scenario, (peer.remoting,), warmup=warmup, duration=0.5))
+
+
+def _job(
+    b: Bench,
+    scenario: Scenario,
+    targets: tuple[tuple[str, int], ...],
+    *,
+    warmup: float,
+    duration: float,
+    rate: float = 0.0,
+) -> LoadJob:
+    """The load of one scenario: its topics, and the connections of its protocol."""
+    remoting = scenario.protocol == "remoting"
+    return LoadJob(
+        name=scenario.key,
+        protocol=scenario.protocol,
+        targets=targets,
+        topics=tuple(b.hot if scenario.pattern == "hot" else b.topics),
+        uniform=scenario.pattern == "spread",
+        conns=b.cfg.conns if remoting else b.cfg.http_conns,
+        depth=b.cfg.depth if remoting else b.cfg.http_depth,
+        rate=rate,
+        warmup=warmup,
+        duration=duration,
+    )
 
 
 def _line(row: dict[str, Any]) -> str:
