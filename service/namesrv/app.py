@@ -224,9 +224,11 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     metrics.watch_worker(worker, health)
     app[SCRIPTS], app[STORE], app[SERVICE], app[FEED] = scripts, store, service, feed
     starting = asyncio.create_task(bring_up(app), name="redis-bring-up")
-    # Twice per staleness bound: a worker left on a demoted master serves its view that long.
+    # Twice per staleness bound (one cheap SENTINEL MASTERS each): workers move to a promoted
+    # replica within half the bound of one another, so while they move they disagree for less
+    # than the bound allows.
     following = asyncio.create_task(
-        follow_sentinel_master(app[REDIS], max(staleness_s, 0.1) * 2), name="sentinel-master"
+        follow_sentinel_master(app[REDIS], max(staleness_s / 2, 0.05)), name="sentinel-master"
     )
     await feed.start()
     try:

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 import redis
 
+from namesrv.aio import cancel_and_wait
 from namesrv.config import Settings
 from namesrv.keys import REMOTING
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
 from namesrv.store.redis_client import close_client as close_redis
-from namesrv.store.redis_client import is_cluster, make_client
+from namesrv.store.redis_client import follow_sentinel_master, is_cluster, make_client
 from tests.conftest import close_client, start_client
 from tests.redis_topologies import cluster_setup, sentinel_setup
 
@@ -147,6 +148,52 @@ async def test_sentinel_failover_keeps_the_registry_writable(sentinel: tuple[str
             assert (await conn.invoke(105, {"topic": "After1"})).code == 0
     finally:
         await close_client(app)
+
+
+async def test_a_connection_busy_when_the_master_moves_does_not_stay_on_the_old_master(
+    sentinel: tuple[str, int, int, int],
+) -> None:
+    """A connection in use while Sentinel promotes a replica goes back to the pool still open to the
+    old master, which accepts reads and writes until Sentinel demotes it (seconds later): the
+    worker would split from the fleet that long. redis-py moves its own idea of the master as soon
+    as any new connection asks the Sentinels, so the follower must not rely on it to see the move."""
+    url, _, _, sentinel_port = sentinel
+    client = make_client(url)
+    pool: Any = client.connection_pool
+    follower = asyncio.create_task(follow_sentinel_master(client, 0.05))
+    s = redis.Redis(port=sentinel_port)
+    try:
+        await client.ping()
+        await asyncio.sleep(0.1)  # the follower has seen the master once
+        busy = await pool.get_connection()
+        old = busy.port
+        for _ in range(150):  # after the other failover test the old master takes a while to follow
+            try:
+                s.execute_command("SENTINEL", "FAILOVER", "mymaster")
+                break
+            except redis.ResponseError as exc:
+                if not str(exc).startswith(("NOGOODSLAVE", "INPROG")):
+                    raise
+                await asyncio.sleep(0.1)
+        for _ in range(100):
+            if int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")[1]) != old:
+                break
+            await asyncio.sleep(0.1)
+        for _ in range(200):  # redis-py follows the Sentinels' SENTINEL MASTERS: at the switch
+            new = await pool.get_master_address()  # what a new connection does first
+            if new[1] != old:
+                break
+            await asyncio.sleep(0.05)
+        assert new[1] != old
+        await asyncio.sleep(0.3)  # a few of the follower's rounds
+        await pool.release(busy)
+        assert not busy.is_connected
+        for _ in range(3):  # every pooled connection now talks to the new master
+            assert (await client.config_get("port"))["port"] == str(new[1])
+    finally:
+        s.close()
+        await cancel_and_wait(follower)
+        await close_redis(client)
 
 
 def test_bad_topology_urls_are_clear() -> None:

@@ -160,21 +160,30 @@ _SENTINELS: dict[int, Sentinel] = {}
 
 async def follow_sentinel_master(client: Redis, interval: float) -> None:
     """For a Sentinel client, until cancelled: ask the Sentinels for the master every ``interval``
-    s and, when it moved, drop the idle connections to the old one. Sentinel promotes a replica
+    s and, when it moved, move every connection to the new one. Sentinel promotes a replica
     before it demotes the old master; in between, connections still open to the old master read a
     table that no one writes to any more (and write to one that will be thrown away). redis-py
-    alone notices only when the old master refuses a write."""
+    alone notices only when the old master refuses a write.
+
+    The move is judged against the master this loop saw last, not the pool's: redis-py updates
+    that itself whenever it opens a connection (dropping only idle ones), and connections that were
+    busy at that moment would go back to the pool still open to the old master, for good."""
     if id(client) not in _SENTINELS:
         return
     pool: Any = client.connection_pool
+    seen = pool.master_address
     failing = False
     while True:
         await asyncio.sleep(interval)
         try:
-            before = pool.master_address
-            after = await pool.get_master_address()
-            if before is not None and after != before:
-                log.warning("Redis Sentinel: master moved from %s to %s; reconnecting", before, after)
+            master = await pool.get_master_address()
+            if seen is not None and master != seen:
+                log.warning("Redis Sentinel: master moved from %s to %s; reconnecting", seen, master)
+                # Busy ones close when they come back to the pool, then the idle ones (any that
+                # came back before they were marked among them).
+                await pool.update_active_connections_for_reconnect()
+                await pool.disconnect(inuse_connections=False)
+            seen = master
             failing = False
         except asyncio.CancelledError:
             raise
