@@ -168,6 +168,7 @@ def route_lookups(settings: Settings, reader: RouteReader, feed: ChangeFeed) -> 
         catch_up_s=settings.redisTimeoutMillis / 1000,
         negative_s=settings.routeNegativeCacheMillis / 1000,
         max_entries=settings.routeCacheMaxEntries,
+        refresh_s=settings.routeCacheRefreshSeconds,
         view=reader.view,
     )
     feed.subscribe(cache)
@@ -231,11 +232,15 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         follow_sentinel_master(app[REDIS], max(staleness_s / 2, 0.05)), name="sentinel-master"
     )
     await feed.start()
+    if isinstance(lookups, RouteCache):
+        lookups.start()
     try:
         yield
     finally:
         await cancel_and_wait(following)
         await cancel_and_wait(starting)
+        if isinstance(lookups, RouteCache):
+            await lookups.close()
         await feed.stop()
 
 

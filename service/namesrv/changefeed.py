@@ -133,15 +133,22 @@ class ChangeFeed:
         if not self.health.reachable:
             return True
         issued = self._poll_issued
+        if issued is None:
+            return False
+        if now - issued >= self.timeout_s:
+            # No answer within the deadline: a stall, whatever else was answered or however late
+            # this worker's loop runs (the poll is about to be given up). Without this, a lookup
+            # whose catch-up read timed out could go on to wait a second deadline for its own.
+            return True
         # A poll is "stalled" past stall_s, or past a few of the recent round trips when Redis is
         # far away (a slow link is not an outage: lookups then wait for a read instead).
         limit = max(self.stall_s, STALL_RTTS * max(self._rtt, self._last_rtt))
-        if issued is None or now - issued <= limit or now - self._tick > TICK_SLACK_S:
+        if now - issued <= limit or now - self._tick > TICK_SLACK_S:
             return False
-        # Another call got its reply after this poll was sent: Redis answers, only slowly (a
-        # busy machine), and may be committing writes (this worker's own, say) that memory does
-        # not show yet. Not an outage: lookups wait for the poll, as the staleness bound wants.
-        return self.health.answered_at <= issued
+        # Another call sent after this poll got its reply: Redis answers, only slowly (a busy
+        # machine), and may be committing writes (this worker's own, say) that memory does not
+        # show yet. Not an outage: lookups wait for the poll, as the staleness bound wants.
+        return self.health.answered_sent_at <= issued
 
     async def wait_fresh(self, timeout: float) -> bool:
         """Read the stream now (not at the next poll) and wait until everything committed before

@@ -201,6 +201,13 @@ class Settings:
         lo=0,
         hi=3600,
     )
+    routeCacheRefreshSeconds: float = _opt(
+        60.0,
+        "A cached route served within this many seconds is read again as soon as a change drops it, "
+        "so it stays in memory (and answers through a Redis outage); 0 turns re-reading off.",
+        lo=0,
+        hi=3600,
+    )
     routeCacheMaxEntries: int = _opt(
         100000, "Routes a worker caches (least recently used go first).", lo=1, hi=10_000_000
     )

@@ -208,6 +208,17 @@ class _RouteCacheCollector(Collector):
             "Cached routes dropped by changes",
             value=stats["invalidations"],
         )
+        refreshes = CounterMetricFamily(
+            "namesrv_route_cache_refreshes",
+            "Routes read again right after a change dropped them, because they were served lately "
+            "(read = read and kept; overtaken = another change came first, so read again, at most "
+            "3 times; failed = Redis did not answer)",
+            labels=["result"],
+        )
+        refreshes.add_metric(["read"], stats["refreshed"])
+        refreshes.add_metric(["overtaken"], stats["refresh_overtaken"])
+        refreshes.add_metric(["failed"], stats["refresh_failures"])
+        yield refreshes
         yield GaugeMetricFamily("namesrv_route_cache_entries", "Routes cached", value=stats["entries"])
 
 

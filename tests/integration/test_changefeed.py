@@ -154,8 +154,8 @@ async def test_a_poll_stuck_while_redis_answers_other_calls_is_no_outage(
     redis: Redis, redis_url: str, keys: Keyspace, recorder: Recorder
 ) -> None:
     """Only the feed's connection is held up (a proxy pauses it): with nothing else answered
-    since, that is a stall, and cached routes may be served; once any other call gets a reply
-    from Redis, Redis is only slow (and may be committing writes memory does not show yet), so
+    since, that is a stall, and cached routes may be served; once any other call sent after it
+    gets a reply from Redis, Redis is only slow (and may be committing writes memory does not show yet), so
     it is not an outage and lookups must wait for the poll."""
     host, port = redis_host_port(redis_url)
     proxy = ProxyThread(host, port)
@@ -168,6 +168,9 @@ async def test_a_poll_stuck_while_redis_answers_other_calls_is_no_outage(
         assert feed.outage(time.monotonic()) is True
         assert await store.server_time_ms() > 0  # Redis answers this worker's other calls
         assert feed.outage(time.monotonic()) is False
+        # ... but only until the poll's deadline: unanswered that long, it is a stall whatever
+        # else was answered, so no lookup waits on it for a second deadline
+        assert feed.outage(time.monotonic() + 1.0) is True
         proxy.resume()
         assert await feed.wait_fresh(2.0) is True
     finally:

@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -167,6 +168,46 @@ async def test_during_a_redis_stall_cached_routes_answer_at_once_and_others_fail
         errors = next(line for line in text.splitlines() if line.startswith("namesrv_redis_errors_total"))
         assert float(errors.split()[-1]) >= 1  # the registration refused during the stall
     finally:
+        await client.aclose()
+
+
+async def test_a_route_changed_just_before_a_stall_is_answered_with_the_change_from_memory(
+    pair: list[Any], redis_process: RedisProcess
+) -> None:
+    """A change drops the routes it touches, and a worker re-reads at once those it served lately:
+    a Redis stall that starts right after the change finds them in memory, with the change, instead
+    of failing every lookup of them until Redis is back."""
+    resp = await pair[0].post(
+        "/v1/brokers/register", json=register_json(topics={"T1": (8, 8, 6, 0), "T2": (8, 8, 6, 0)})
+    )
+    assert resp.status == 200
+    client = await remoting(pair[1])
+    try:
+        for _ in range(3):
+            assert (await lookup(client, "T1"))[0] == 0
+            await asyncio.sleep(0.05)
+        changed = register_json(topics={"T1": (4, 4, 6, 0), "T2": (8, 8, 6, 0)}, counter=2)
+        assert (await pair[0].post("/v1/brokers/register", json=changed)).status == 200
+        await asyncio.sleep(0.3)  # the feed's bound (0.1 s) and the re-read, with room to spare
+        redis_process.signal(signal.SIGSTOP)
+        started = time.monotonic()
+        reply = await client.invoke(105, {"topic": "T1"}, timeout=10)
+        took = time.monotonic() - started
+        assert reply.code == 0, reply.remark
+        assert [
+            (q["readQueueNums"], q["writeQueueNums"]) for q in orjson.loads(reply.body)["queueDatas"]
+        ] == [(4, 4)]
+        assert took < 0.1, took
+        text = await (await pair[1].get("/metrics")).text()
+        counts = {
+            line.split('"')[1]: float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith("namesrv_route_cache_refreshes_total{")
+        }
+        # one read per change-log entry that named T1: the registration writes one or two
+        assert 1 <= counts["read"] <= 2 and counts["failed"] == 0, counts
+    finally:
+        redis_process.signal(signal.SIGCONT)
         await client.aclose()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import AsyncIterator
 
 import orjson
 import pytest
@@ -231,6 +232,27 @@ async def test_a_failed_catch_up_falls_back_to_redis(
     cache.freshness.catch_up = catch_up  # type: ignore[attr-defined]
     assert await cache.get("T") is not None
     assert registry.reads == 2 and cache.stats()["bypasses"] == 1
+
+
+async def test_a_catch_up_that_takes_the_whole_deadline_is_a_stall_not_a_reason_to_wait_again(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.5
+
+    async def catch_up() -> bool:
+        clock.now += 1.0  # no answer for the whole deadline (catch_up_s)
+        return False
+
+    cache.freshness.catch_up = catch_up  # type: ignore[attr-defined]
+    hit = await cache.get("T")
+    assert hit is not None and hit.data.brokerDatas[0].brokerName == "a"
+    assert registry.reads == 1 and cache.stats()["bypasses"] == 0 and cache.stats()["outage"] == 1
+    del registry.routes["T"]
+    with pytest.raises(StoreUnavailable):
+        await cache.get("U")  # not in memory: fails after the one deadline, no read of its own
+    assert registry.reads == 1
 
 
 async def test_lookups_beyond_the_bypass_bound_are_shed_not_sent_to_redis(
@@ -495,3 +517,91 @@ async def test_when_the_catch_up_and_the_redis_read_both_fail_memory_answers(
     assert await cache.get("T") is first
     with pytest.raises(StoreUnavailable):
         await cache.get("Unknown")
+
+
+# ---- re-reading dropped routes ----
+@pytest.fixture
+async def refreshing(registry: Registry, clock: Clock) -> AsyncIterator[RouteCache]:
+    c = RouteCache(
+        registry.fill,
+        ManualFreshness(),
+        clock=clock,
+        max_entries=100,
+        refresh_s=60.0,
+        **TIMINGS,  # type: ignore[arg-type]
+    )
+    c.freshness.known_at = clock.now
+    c.start()
+    yield c
+    await c.close()
+
+
+async def settle() -> None:
+    for _ in range(20):  # the refresher's task and its reads run
+        await asyncio.sleep(0)
+
+
+async def test_a_route_served_lately_is_read_again_as_soon_as_a_change_drops_it(
+    refreshing: RouteCache, registry: Registry
+) -> None:
+    registry.routes.update({"T": route("a"), "U": route("b")})
+    await refreshing.get("T")
+    await refreshing.get("U")
+    registry.routes["T"] = route("a", "c")
+    await refreshing.on_event("unregister", {"brokerName": "a"})
+    await settle()
+    assert registry.reads == 3  # T read again, U untouched
+    hit = refreshing.peek("T")
+    assert hit is not None and hit is not False and [b.brokerName for b in hit.data.brokerDatas] == ["a", "c"]
+    assert refreshing.stats()["refreshed"] == 1 and refreshing.stats()["hits"] == 1
+
+
+async def test_a_route_not_served_within_the_window_is_only_dropped(
+    refreshing: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await refreshing.get("T")
+    clock.now += 60.5
+    refreshing.freshness.known_at = clock.now
+    await refreshing.on_event("unregister", {"brokerName": "a"})
+    await settle()
+    assert registry.reads == 1 and refreshing.peek("T") is None
+    assert refreshing.stats()["refreshed"] == 0
+
+
+async def test_a_re_read_overtaken_by_another_change_is_read_again_a_bounded_number_of_times(
+    refreshing: RouteCache, registry: Registry
+) -> None:
+    registry.routes["T"] = route("a")
+    await refreshing.get("T")
+    for _ in range(5):  # every re-read is overtaken by the next change
+        registry.gate = asyncio.Event()
+        await refreshing.on_event("unregister", {"brokerName": "a"})
+        await settle()
+        refreshing.invalidate_broker("zzz")  # another change lands while the read is in flight
+        registry.gate.set()
+        await settle()
+    assert refreshing.stats()["refresh_overtaken"] >= 3
+    assert registry.reads <= 1 + 5 * 3
+
+
+async def test_no_re_reads_while_redis_is_out(refreshing: RouteCache, registry: Registry) -> None:
+    registry.routes["T"] = route("a")
+    await refreshing.get("T")
+    freshness: ManualFreshness = refreshing.freshness  # type: ignore[assignment]
+    freshness.down = True
+    refreshing.invalidate_broker("a")
+    await settle()
+    assert registry.reads == 1 and refreshing.stats()["refreshed"] == 0
+
+
+async def test_re_reading_is_off_with_a_zero_window(registry: Registry, clock: Clock) -> None:
+    c = RouteCache(registry.fill, ManualFreshness(), clock=clock, max_entries=10, refresh_s=0.0, **TIMINGS)  # type: ignore[arg-type]
+    c.freshness.known_at = clock.now
+    c.start()
+    registry.routes["T"] = route("a")
+    await c.get("T")
+    c.invalidate_broker("a")
+    await settle()
+    assert registry.reads == 1
+    await c.close()

@@ -24,6 +24,9 @@ that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is 
 * **Deadlines**: a route read from Redis carries the earliest deadline of the brokers it shows; the
   entry expires then, so an expired broker is never served, sweep or not, outage or not.
 * **Races**: a fill started before an invalidation never stores its (possibly older) answer.
+* **Re-reading**: a route served within ``routeCacheRefreshSeconds`` is read again as soon as a
+  change drops it, a few at a time, so hot routes stay in memory: the next lookup is a hit, and a
+  Redis outage that starts right after a change still finds them (with the change).
 
 Entries also expire after ``MAX_AGE_S`` (jittered), a last bound should an event ever be missed.
 Negative answers (unknown topic) are kept for ``routeNegativeCacheMillis`` and dropped as soon as
@@ -41,6 +44,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from namesrv.aio import cancel_and_wait
 from namesrv.changefeed import Freshness
 from namesrv.domain.codes import OVERLOAD_REMARK
 from namesrv.domain.errors import Busy, StoreUnavailable
@@ -62,6 +66,7 @@ class CachedRoute:
     expires_at: float  # local monotonic time
     hidden: frozenset[str] = NO_NAMES  # broker names with queues of the topic left out (expired)
     filled_at: float = 0.0  # local monotonic time its read from Redis completed
+    served_at: float = 0.0  # local monotonic time it last answered a lookup
     _encoded: dict[Dialect, bytes] = field(default_factory=dict)
     _zones: dict[str, bytes] = field(default_factory=dict)
 
@@ -104,6 +109,8 @@ MAX_AGE_S = 300.0  # entries live 50-100% of this at most, whatever the change l
 MAX_BYPASSES_IN_FLIGHT = 64
 MAX_WAITS_FOR_REDIS = 20  # failed reads waited through in one lookup (each one poll, 20-100 ms)
 RESET_GRACE_S = 0.25  # a lookup not in memory waits this long into an outage for Redis to answer
+REFRESH_CONCURRENCY = 4  # re-reads of dropped routes in flight at once per worker
+REFRESH_ATTEMPTS = 3  # re-reads of one route that another change overtook before it could be stored
 UNAVAILABLE_REMARK = "route unavailable: Redis unreachable and the route is not cached on this worker"
 
 
@@ -161,6 +168,7 @@ class RouteCache:
         catch_up_s: float,
         negative_s: float,
         max_entries: int,
+        refresh_s: float = 0.0,
         view: Callable[[], Hashable] = lambda: None,
         clock: Clock = time.monotonic,
     ) -> None:
@@ -175,6 +183,7 @@ class RouteCache:
         self.catch_up_s = catch_up_s
         self.negative_s = negative_s
         self.max_entries = max_entries
+        self.refresh_s = refresh_s
         self.clock = clock
         self._routes: OrderedDict[str, CachedRoute] = OrderedDict()
         self._missing: dict[str, float] = {}  # topic -> local expiry of the negative answer
@@ -184,7 +193,11 @@ class RouteCache:
         self.local_write_at = -math.inf
         self.hits = self.misses = self.bypasses = self.shed = self.invalidations = 0
         self.outage_hits = self.unavailable = self.resets = 0
+        self.refreshed = self.refresh_failures = self.refresh_overtaken = 0
         self._bypassing = 0
+        self._to_refresh: dict[str, int] = {}  # topic -> attempts so far, in the order dropped
+        self._refresh_wanted = asyncio.Event()
+        self._refresher: asyncio.Task[None] | None = None
 
     # ---- reads ----
     def fresh(self) -> bool:
@@ -233,6 +246,7 @@ class RouteCache:
         entry = self._routes.get(topic)
         if entry is not None and entry.expires_at > now:
             self._routes.move_to_end(topic)
+            entry.served_at = now
             self._count_hit(outage)
             return entry
         missing_until = self._missing.get(topic)
@@ -258,8 +272,12 @@ class RouteCache:
                 return await self._during_outage_or_read(topic)
             # The read wait_fresh triggers is issued after this lookup arrived: once it is
             # applied, memory answers this lookup correctly however late we get to it.
+            waiting_since = self.clock()
             if not await self.freshness.wait_fresh(self.catch_up_s):
-                if self.freshness.outage(self.clock()):
+                if self.freshness.outage(self.clock()) or self.clock() - waiting_since >= self.catch_up_s:
+                    # No answer within the deadline is a stall, whatever else Redis answered
+                    # meanwhile; a second wait (a read of its own) would make the lookup wait
+                    # twice the deadline.
                     return self._during_outage(topic)
                 try:
                     return await self._bypass(topic)
@@ -271,8 +289,12 @@ class RouteCache:
         if remembered is not None:
             return remembered or None
         self.misses += 1
+        return await self._read_once(topic)
+
+    async def _read_once(self, topic: str) -> CachedRoute | None:
+        """Read and cache ``topic``: one Redis read per topic, however many ask at once."""
         pending = self._inflight.get(topic)
-        if pending is not None:  # one Redis read per topic, however many requests miss together
+        if pending is not None:
             return await asyncio.shield(pending)
         future: asyncio.Future[CachedRoute | None] = asyncio.get_running_loop().create_future()
         self._inflight[topic] = future
@@ -350,7 +372,7 @@ class RouteCache:
                 self._missing[topic] = now + self.negative_s
             return None
         expires_at = min(lookup.valid_until, now + MAX_AGE_S * random.uniform(0.5, 1.0))
-        entry = CachedRoute(lookup.route, expires_at, lookup.hidden, filled_at=now)
+        entry = CachedRoute(lookup.route, expires_at, lookup.hidden, filled_at=now, served_at=now)
         if generation == self._generation and expires_at > now:
             self._store(topic, entry)
         return entry
@@ -365,31 +387,34 @@ class RouteCache:
             oldest = next(iter(self._routes))
             self._forget(oldest)
 
-    def _forget(self, topic: str) -> None:
+    def _forget(self, topic: str) -> CachedRoute | None:
         entry = self._routes.pop(topic, None)
         if entry is None:
-            return
+            return None
         for name in entry.broker_names():
             topics = self._by_broker.get(name)
             if topics is not None:
                 topics.discard(topic)
                 if not topics:
                     del self._by_broker[name]
+        return entry
 
     # ---- invalidation ----
     def invalidate_topics(self, topics: Iterable[str]) -> None:
         self._generation += 1
         for topic in topics:
             self.invalidations += 1
-            self._forget(topic)
+            self._dropped(topic, self._forget(topic))
             self._missing.pop(topic, None)
+        self._wake_refresher()
 
     def invalidate_broker(self, broker_name: str) -> None:
         self._generation += 1
         for topic in list(self._by_broker.get(broker_name, ())):
             self.invalidations += 1
-            self._forget(topic)
+            self._dropped(topic, self._forget(topic))
         self._missing.clear()  # a broker that appears can make unknown topics routable
+        self._wake_refresher()
 
     def clear(self) -> None:
         self._generation += 1
@@ -425,6 +450,64 @@ class RouteCache:
             self._forget(topic)
         self._missing.clear()
 
+    # ---- re-reading dropped routes ----
+    def start(self) -> None:
+        """Re-read dropped routes in the background (``refresh_s`` > 0); :meth:`close` stops it."""
+        if self.refresh_s > 0 and self._refresher is None:
+            self._refresher = asyncio.create_task(self._refresh_loop(), name="route-refresh")
+
+    async def close(self) -> None:
+        if self._refresher is not None:
+            await cancel_and_wait(self._refresher)
+            self._refresher = None
+        self._to_refresh.clear()
+
+    def _dropped(self, topic: str, entry: CachedRoute | None) -> None:
+        if (
+            entry is not None
+            and self._refresher is not None
+            and self.clock() - entry.served_at <= self.refresh_s
+        ):
+            self._to_refresh.setdefault(topic, 0)
+
+    def _wake_refresher(self) -> None:
+        if self._to_refresh:
+            self._refresh_wanted.set()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await self._refresh_wanted.wait()
+            self._refresh_wanted.clear()
+            while self._to_refresh:
+                if not self.freshness.reachable or self.freshness.outage(self.clock()):
+                    # Nothing to read from; lookups answer as the outage rules say, and read
+                    # on demand once Redis is back.
+                    self._to_refresh.clear()
+                    break
+                batch: list[tuple[str, int]] = []
+                while self._to_refresh and len(batch) < REFRESH_CONCURRENCY:
+                    topic = next(iter(self._to_refresh))
+                    attempts = self._to_refresh.pop(topic)
+                    if topic not in self._routes:  # a lookup may have read it already
+                        batch.append((topic, attempts))
+                await asyncio.gather(*(self._refresh(topic, attempts) for topic, attempts in batch))
+
+    async def _refresh(self, topic: str, attempts: int) -> None:
+        try:
+            await self._read_once(topic)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # Redis trouble: counted; lookups will read it on demand
+            self.refresh_failures += 1
+            return
+        if topic in self._routes or topic in self._missing:
+            self.refreshed += 1
+            return
+        # Another change came while it was read, so the answer was not kept: read it again.
+        self.refresh_overtaken += 1
+        if attempts + 1 < REFRESH_ATTEMPTS:
+            self._to_refresh.setdefault(topic, attempts + 1)
+
     def stats(self) -> dict[str, int]:
         return {
             "entries": len(self._routes),
@@ -437,4 +520,7 @@ class RouteCache:
             "unavailable": self.unavailable,
             "invalidations": self.invalidations,
             "resets": self.resets,
+            "refreshed": self.refreshed,
+            "refresh_failures": self.refresh_failures,
+            "refresh_overtaken": self.refresh_overtaken,
         }

@@ -265,27 +265,41 @@ class CatchUps:
         try:
             while self.waiting:
                 batch, self.waiting = self.waiting, []
-                caught_up = await self.server.ctx.service.catch_up_routes()
-                self._answer(batch, caught_up)
+                # Lookups that came while the last round waited may need no round of their own:
+                # an outage may have begun meanwhile (memory then answers). Without this check, a
+                # lookup that arrived in the first moments of a Redis stall waited for one round
+                # to give up at the deadline and then for a whole second round: 2 s.
+                batch = self._answer(batch, caught_up=False, final=False)
+                if batch:
+                    caught_up = await self.server.ctx.service.catch_up_routes()
+                    self._answer(batch, caught_up=caught_up, final=True)
         finally:
             self._task = None
 
     def _answer(
-        self, batch: list[tuple[RemotingConnection, RemotingCommand, float]], caught_up: bool
-    ) -> None:
+        self, batch: list[tuple[RemotingConnection, RemotingCommand, float]], *, caught_up: bool, final: bool
+    ) -> list[tuple[RemotingConnection, RemotingCommand, float]]:
+        """Answer from memory what it can answer; the rest go to the waiting path (not cached, or
+        the read failed) or, when not ``final``, are returned to wait for a catch-up read."""
         ctx, server = self.server.ctx, self.server
         frames: dict[RemotingConnection, list[bytes]] = {}
+        waiting: list[tuple[RemotingConnection, RemotingCommand, float]] = []
         now = time.perf_counter()
-        for conn, cmd, received in batch:
-            hit = route_from_cache(ctx, cmd, caught_up=True) if caught_up else None
+        for item in batch:
+            conn, cmd, received = item
+            hit = route_from_cache(ctx, cmd, caught_up=caught_up)
+            if isinstance(hit, Stale) and not final:
+                waiting.append(item)
+                continue
             if hit is None or isinstance(hit, Stale):
-                conn.start(cmd, admitted=True)  # not cached, or the read failed: the waiting path decides
+                conn.start(cmd, admitted=True)  # the waiting path decides
                 continue
             server.count(ROUTE_OPERATION, hit[0], now - received)
             if not cmd.flag & FLAG_ONEWAY:
                 frames.setdefault(conn, []).append(hit[1])
         for conn, pending in frames.items():
             conn.answer_batch(pending)
+        return waiting
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -21,12 +21,15 @@ class RedisHealth:
     reason: str = "not connected yet"
     since: float = field(default_factory=time.monotonic)  # when the current state began
     outages: int = 0  # completed down -> up transitions
-    # When a call other than the feed's last got its reply (monotonic): a Redis that answered
-    # after the feed's outstanding poll was sent is slow to this worker, not stalled.
-    answered_at: float = 0.0
+    # The latest moment (monotonic) a call was sent that then got its reply: a Redis that answered
+    # a call sent after the feed's outstanding poll is slow to this worker, not stalled. When the
+    # reply arrived proves nothing: a call sent before the poll can be answered after it was sent,
+    # and Redis then stop right behind it.
+    answered_sent_at: float = 0.0
 
-    def note_answer(self) -> None:
-        self.answered_at = time.monotonic()
+    def note_answer(self, sent_at: float) -> None:
+        if sent_at > self.answered_sent_at:
+            self.answered_sent_at = sent_at
 
     def mark_down(self, reason: str) -> bool:
         """Redis did not answer; True when this is news (it was reachable until now)."""

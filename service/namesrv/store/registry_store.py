@@ -11,6 +11,7 @@ live in :mod:`namesrv.registry.service`.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +121,7 @@ class RegistryStore:
         health = self.health
         if health is not None and not health.reachable:
             raise StoreUnavailable(f"Redis unavailable: {health.reason}")
+        sent_at = time.monotonic()
         if self.timeout_s is None:
             result = await self._gated(command)
         else:
@@ -130,7 +132,7 @@ class RegistryStore:
                 remark = f"Redis unavailable: no answer within {deadline * 1000:.0f} ms"
                 raise StoreUnavailable(remark) from None
         if health is not None:
-            health.note_answer()
+            health.note_answer(sent_at)
         return result
 
     async def _gated(self, command: Callable[[], Awaitable[Any]]) -> Any:
