@@ -214,6 +214,10 @@ class RegistryService:
         :meth:`route_entry` can answer."""
         return self.lookups.peek(topic, caught_up=caught_up)
 
+    def routes_answer_now(self) -> bool:
+        """:meth:`cached_route` answers from memory now, without a catch-up."""
+        return self.lookups.answers_now()
+
     async def catch_up_routes(self) -> bool:
         """Bring the route cache's knowledge up to now (one read for every waiting lookup)."""
         return await self.lookups.catch_up()
