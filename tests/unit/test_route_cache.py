@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 import pytest
@@ -71,13 +72,12 @@ def registry(clock: Clock) -> Registry:
 
 @pytest.fixture
 def cache(registry: Registry, clock: Clock) -> RouteCache:
-    c = RouteCache(
-        registry.fill,
-        ManualFreshness(),
-        clock=clock,
-        max_entries=3,
-        **TIMINGS,  # type: ignore[arg-type]
-    )
+    return new_cache(registry, clock, max_entries=3)
+
+
+def new_cache(registry: Registry, clock: Clock, **options: Any) -> RouteCache:
+    """A cache over ``registry`` whose feed has just read everything."""
+    c = RouteCache(registry.fill, ManualFreshness(), clock=clock, **(TIMINGS | options))
     c.freshness.known_at = clock.now
     return c
 
@@ -219,17 +219,25 @@ async def test_a_lagging_feed_is_caught_up_once_for_every_waiting_lookup(
     assert registry.reads == 1 and cache.stats()["bypasses"] == 0 and calls == 3
 
 
-async def test_a_failed_catch_up_falls_back_to_redis(
-    cache: RouteCache, registry: Registry, clock: Clock
+async def cached_then_catch_up_fails(
+    cache: RouteCache, registry: Registry, clock: Clock, *, taking: float
 ) -> None:
+    """T is cached, the knowledge is past the bound, and a catch-up read fails after ``taking`` s."""
     registry.routes["T"] = route("a")
     await cache.get("T")
     clock.now += 0.5
 
     async def catch_up() -> bool:
+        clock.now += taking
         return False
 
     cache.freshness.catch_up = catch_up  # type: ignore[attr-defined]
+
+
+async def test_a_failed_catch_up_falls_back_to_redis(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    await cached_then_catch_up_fails(cache, registry, clock, taking=0.0)
     assert await cache.get("T") is not None
     assert registry.reads == 2 and cache.stats()["bypasses"] == 1
 
@@ -237,15 +245,7 @@ async def test_a_failed_catch_up_falls_back_to_redis(
 async def test_a_catch_up_that_takes_the_whole_deadline_is_a_stall_not_a_reason_to_wait_again(
     cache: RouteCache, registry: Registry, clock: Clock
 ) -> None:
-    registry.routes["T"] = route("a")
-    await cache.get("T")
-    clock.now += 0.5
-
-    async def catch_up() -> bool:
-        clock.now += 1.0  # no answer for the whole deadline (catch_up_s)
-        return False
-
-    cache.freshness.catch_up = catch_up  # type: ignore[attr-defined]
+    await cached_then_catch_up_fails(cache, registry, clock, taking=1.0)  # the whole deadline
     hit = await cache.get("T")
     assert hit is not None and hit.data.brokerDatas[0].brokerName == "a"
     assert registry.reads == 1 and cache.stats()["bypasses"] == 0 and cache.stats()["outage"] == 1
@@ -344,10 +344,7 @@ async def test_least_recently_used_routes_go_first(cache: RouteCache, registry: 
 
 async def test_a_settings_change_starts_over(registry: Registry, clock: Clock) -> None:
     view = [False]
-    cache = RouteCache(
-        registry.fill, ManualFreshness(), clock=clock, max_entries=10, view=lambda: view[0], **TIMINGS
-    )
-    cache.freshness.known_at = clock.now
+    cache = new_cache(registry, clock, max_entries=10, view=lambda: view[0])
     registry.routes["T"] = route("a")
     await cache.get("T")
     view[0] = True  # e.g. orderMessageEnable turned on fleet-wide
@@ -522,15 +519,7 @@ async def test_when_the_catch_up_and_the_redis_read_both_fail_memory_answers(
 # ---- re-reading dropped routes ----
 @pytest.fixture
 async def refreshing(registry: Registry, clock: Clock) -> AsyncIterator[RouteCache]:
-    c = RouteCache(
-        registry.fill,
-        ManualFreshness(),
-        clock=clock,
-        max_entries=100,
-        refresh_s=60.0,
-        **TIMINGS,  # type: ignore[arg-type]
-    )
-    c.freshness.known_at = clock.now
+    c = new_cache(registry, clock, max_entries=100, refresh_s=60.0)
     c.start()
     yield c
     await c.close()
@@ -596,8 +585,7 @@ async def test_no_re_reads_while_redis_is_out(refreshing: RouteCache, registry: 
 
 
 async def test_re_reading_is_off_with_a_zero_window(registry: Registry, clock: Clock) -> None:
-    c = RouteCache(registry.fill, ManualFreshness(), clock=clock, max_entries=10, refresh_s=0.0, **TIMINGS)  # type: ignore[arg-type]
-    c.freshness.known_at = clock.now
+    c = new_cache(registry, clock, max_entries=10, refresh_s=0.0)
     c.start()
     registry.routes["T"] = route("a")
     await c.get("T")
