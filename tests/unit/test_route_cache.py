@@ -558,6 +558,20 @@ async def test_a_route_not_served_within_the_window_is_only_dropped(
     assert refreshing.stats()["refreshed"] == 0
 
 
+async def test_a_re_read_route_nobody_asks_for_again_leaves_the_window(
+    refreshing: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await refreshing.get("T")  # the last lookup
+    for _ in range(3):  # a change every 25 s: read again while within 60 s of that lookup
+        clock.now += 25.0
+        refreshing.freshness.known_at = clock.now
+        await refreshing.on_event("unregister", {"brokerName": "a"})
+        await settle()
+    assert registry.reads == 3  # the lookup, then the changes at 25 s and 50 s; not the one at 75 s
+    assert refreshing.stats()["refreshed"] == 2 and refreshing.peek("T") is None
+
+
 async def test_a_re_read_overtaken_by_another_change_is_read_again_a_bounded_number_of_times(
     refreshing: RouteCache, registry: Registry
 ) -> None:

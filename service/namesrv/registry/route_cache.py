@@ -200,7 +200,8 @@ class RouteCache:
         self.outage_hits = self.unavailable = self.resets = 0
         self.refreshed = self.refresh_failures = self.refresh_overtaken = 0
         self._bypassing = 0
-        self._to_refresh: dict[str, int] = {}  # topic -> attempts so far, in the order dropped
+        # topic -> (reads so far, when a lookup last used it), in the order dropped
+        self._to_refresh: dict[str, tuple[int, float]] = {}
         self._refresh_wanted = asyncio.Event()
         self._refresher: asyncio.Task[None] | None = None
 
@@ -301,15 +302,16 @@ class RouteCache:
         self.misses += 1
         return await self._read_once(topic)
 
-    async def _read_once(self, topic: str) -> CachedRoute | None:
-        """Read and cache ``topic``: one Redis read per topic, however many ask at once."""
+    async def _read_once(self, topic: str, served_at: float | None = None) -> CachedRoute | None:
+        """Read and cache ``topic``: one Redis read per topic, however many ask at once.
+        ``served_at``: when a lookup last used it (None: a lookup asks now)."""
         pending = self._inflight.get(topic)
         if pending is not None:
             return await asyncio.shield(pending)
         future: asyncio.Future[CachedRoute | None] = asyncio.get_running_loop().create_future()
         self._inflight[topic] = future
         try:
-            result = await self._load(topic)
+            result = await self._load(topic, served_at)
             future.set_result(result)
             return result
         except BaseException as exc:
@@ -373,7 +375,7 @@ class RouteCache:
             self._bypassing -= 1
         return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
 
-    async def _load(self, topic: str) -> CachedRoute | None:
+    async def _load(self, topic: str, served_at: float | None = None) -> CachedRoute | None:
         generation = self._generation
         lookup = await self._fill(topic)
         now = self.clock()
@@ -382,7 +384,15 @@ class RouteCache:
                 self._missing[topic] = now + self.negative_s
             return None
         expires_at = min(lookup.valid_until, now + MAX_AGE_S * random.uniform(0.5, 1.0))
-        entry = CachedRoute(lookup.route, expires_at, lookup.hidden, filled_at=now, served_at=now)
+        # A re-read keeps the time of the last lookup: a route nobody asks for again leaves the
+        # re-reading window instead of being read at every change for good.
+        entry = CachedRoute(
+            lookup.route,
+            expires_at,
+            lookup.hidden,
+            filled_at=now,
+            served_at=now if served_at is None else served_at,
+        )
         if generation == self._generation and expires_at > now:
             self._store(topic, entry)
         return entry
@@ -478,7 +488,7 @@ class RouteCache:
             and self._refresher is not None
             and self.clock() - entry.served_at <= self.refresh_s
         ):
-            self._to_refresh.setdefault(topic, 0)
+            self._to_refresh.setdefault(topic, (0, entry.served_at))
 
     def _wake_refresher(self) -> None:
         if self._to_refresh:
@@ -494,17 +504,17 @@ class RouteCache:
                     # on demand once Redis is back.
                     self._to_refresh.clear()
                     break
-                batch: list[tuple[str, int]] = []
+                batch: list[tuple[str, int, float]] = []
                 while self._to_refresh and len(batch) < REFRESH_CONCURRENCY:
                     topic = next(iter(self._to_refresh))
-                    attempts = self._to_refresh.pop(topic)
+                    attempts, served_at = self._to_refresh.pop(topic)
                     if topic not in self._routes:  # a lookup may have read it already
-                        batch.append((topic, attempts))
-                await asyncio.gather(*(self._refresh(topic, attempts) for topic, attempts in batch))
+                        batch.append((topic, attempts, served_at))
+                await asyncio.gather(*(self._refresh(*item) for item in batch))
 
-    async def _refresh(self, topic: str, attempts: int) -> None:
+    async def _refresh(self, topic: str, attempts: int, served_at: float) -> None:
         try:
-            await self._read_once(topic)
+            await self._read_once(topic, served_at)
         except asyncio.CancelledError:
             raise
         except Exception:  # Redis trouble: counted; lookups will read it on demand
@@ -516,7 +526,7 @@ class RouteCache:
         # Another change came while it was read, so the answer was not kept: read it again.
         self.refresh_overtaken += 1
         if attempts + 1 < REFRESH_ATTEMPTS:
-            self._to_refresh.setdefault(topic, attempts + 1)
+            self._to_refresh.setdefault(topic, (attempts + 1, served_at))
 
     def stats(self) -> dict[str, int]:
         return {
