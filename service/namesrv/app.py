@@ -232,15 +232,13 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         follow_sentinel_master(app[REDIS], max(staleness_s / 2, 0.05)), name="sentinel-master"
     )
     await feed.start()
-    if isinstance(lookups, RouteCache):
-        lookups.start()
+    lookups.start()
     try:
         yield
     finally:
         await cancel_and_wait(following)
         await cancel_and_wait(starting)
-        if isinstance(lookups, RouteCache):
-            await lookups.close()
+        await lookups.close()
         await feed.stop()
 
 

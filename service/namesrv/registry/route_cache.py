@@ -138,6 +138,10 @@ class Routes(Protocol):
 
     def note_local_write(self) -> None: ...
 
+    def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
 
 class UncachedRoutes:
     """Every lookup reads Redis (``routeCacheEnabled = false``)."""
@@ -159,6 +163,12 @@ class UncachedRoutes:
         return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
 
     def note_local_write(self) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
         pass
 
 
@@ -422,17 +432,19 @@ class RouteCache:
     # ---- invalidation ----
     def invalidate_topics(self, topics: Iterable[str]) -> None:
         self._generation += 1
+        served_since = self._refresh_window_start()
         for topic in topics:
             self.invalidations += 1
-            self._dropped(topic, self._forget(topic))
+            self._dropped(topic, self._forget(topic), served_since)
             self._missing.pop(topic, None)
         self._wake_refresher()
 
     def invalidate_broker(self, broker_name: str) -> None:
         self._generation += 1
+        served_since = self._refresh_window_start()
         for topic in list(self._by_broker.get(broker_name, ())):
             self.invalidations += 1
-            self._dropped(topic, self._forget(topic))
+            self._dropped(topic, self._forget(topic), served_since)
         self._missing.clear()  # a broker that appears can make unknown topics routable
         self._wake_refresher()
 
@@ -482,12 +494,12 @@ class RouteCache:
             self._refresher = None
         self._to_refresh.clear()
 
-    def _dropped(self, topic: str, entry: CachedRoute | None) -> None:
-        if (
-            entry is not None
-            and self._refresher is not None
-            and self.clock() - entry.served_at <= self.refresh_s
-        ):
+    def _refresh_window_start(self) -> float:
+        """Routes a lookup used since then are read again when dropped (never, when not re-reading)."""
+        return self.clock() - self.refresh_s if self._refresher is not None else math.inf
+
+    def _dropped(self, topic: str, entry: CachedRoute | None, served_since: float) -> None:
+        if entry is not None and entry.served_at >= served_since:
             self._to_refresh.setdefault(topic, (0, entry.served_at))
 
     def _wake_refresher(self) -> None:
