@@ -246,6 +246,7 @@ def _memory_report(samples: list[dict[str, int]], topics: int) -> dict[str, obje
 
 
 CACHE_METRIC = "namesrv_route_cache_lookups_total{"
+CATCH_UP_METRIC = "namesrv_route_cache_catch_ups_total{"
 SLOW_S = "0.005"  # a bucket bound of namesrv.metrics.LATENCY_BUCKETS: the issue's p99 bound
 # series of a worker's /metrics page -> what worker_counters calls them ('.fast': within 5 ms)
 COUNTED = (
@@ -260,10 +261,11 @@ COUNTED = (
 
 async def worker_counters(urls: list[str]) -> dict[str, float]:
     """What the workers at ``urls`` counted, summed: route cache lookups by outcome (``cache.hit``,
-    ``cache.miss``, ...), remoting requests, GC pauses and event-loop ticks (``requests``, ``gc``,
-    ``loop``), and how many of each took longer than 5 ms by the worker's own clock
-    (``requests.slow``, ``gc.slow``, ``loop.slow``: a tick that ran over 5 ms late), so a latency
-    tail seen by the load generator can be told apart from one inside the workers."""
+    ``cache.miss``, ...), catch-ups of a stale worker by how they ended (``catch_up.in_flight``,
+    ``catch_up.read``, ``catch_up.failed``), remoting requests, GC pauses and event-loop ticks
+    (``requests``, ``gc``, ``loop``), and how many of each took longer than 5 ms by the worker's
+    own clock (``requests.slow``, ``gc.slow``, ``loop.slow``: a tick that ran over 5 ms late), so
+    a latency tail seen by the load generator can be told apart from one inside the workers."""
     totals: dict[str, float] = {}
     async with aiohttp.ClientSession() as session:
         for url in urls:
@@ -281,4 +283,6 @@ async def worker_counters(urls: list[str]) -> dict[str, float]:
 def _counter(line: str) -> str | None:
     if line.startswith(CACHE_METRIC):
         return "cache." + line.split('"')[1]
+    if line.startswith(CATCH_UP_METRIC):
+        return "catch_up." + line.split('"')[1]
     return next((key for pattern, key in COUNTED if pattern.match(line)), None)

@@ -187,6 +187,8 @@ def _line(row: dict[str, Any]) -> str:
         outcome += (
             f"  worker-side >5 ms: {slow:,.0f} requests, {gc:,.0f} GC pauses, {loop:,.0f} late loop ticks"
         )
+        caught = [f"{how} {seen.get(f'catch_up.{how}', 0):,.0f}" for how in ("in_flight", "read", "failed")]
+        outcome += "  catch-ups: " + ", ".join(caught)
     return (
         f"  {row['rps']:>9,.0f} req/s  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  "
         f"errors {row['errors']}  cores: load {c.get('load', 0):.2f} server {c.get('server', 0):.2f} "

@@ -110,6 +110,7 @@ class ManualFreshness:
         self.known_at: float | None = None
         self.down = False  # Redis unreachable or stalled
         self.catch_up: Callable[[], Awaitable[bool]] | None = None  # what wait_fresh does
+        self.in_flight: Callable[[], Awaitable[bool]] | None = None  # what wait_in_flight does
         self.waits = 0
 
     @property
@@ -121,6 +122,9 @@ class ManualFreshness:
 
     def outage(self, now: float) -> bool:
         return self.down
+
+    async def wait_in_flight(self, timeout: float) -> bool:
+        return await self.in_flight() if self.in_flight is not None else False
 
     async def wait_fresh(self, timeout: float) -> bool:
         self.waits += 1

@@ -18,6 +18,7 @@ What the route cache trusts (:class:`Freshness`):
 * ``outage(now)``: Redis is unreachable, or stalled: a poll has been outstanding for longer than
   ``stall_s`` while this worker's event loop kept running on time (so the reply is not merely
   waiting in our own queue). No change can commit while Redis does not answer.
+* ``wait_in_flight(timeout)``: wait for the poll already on its way, which may be enough.
 * ``wait_fresh(timeout)``: read now, for callers whose knowledge is not fresh enough.
 """
 
@@ -76,6 +77,8 @@ class Freshness(Protocol):
 
     def outage(self, now: float) -> bool: ...
 
+    async def wait_in_flight(self, timeout: float) -> bool: ...
+
     async def wait_fresh(self, timeout: float) -> bool: ...
 
 
@@ -113,6 +116,8 @@ class ChangeFeed:
         # Resolved (True: applied, False: the read failed) by the first read issued after it was
         # created: see wait_fresh.
         self._wanted: asyncio.Future[bool] | None = None
+        # Resolved when the poll in flight ends (True: it was applied): see wait_in_flight.
+        self._in_flight: asyncio.Future[bool] | None = None
         self._kick = asyncio.Event()
 
     # ---- what caches trust ----
@@ -149,6 +154,23 @@ class ChangeFeed:
         # machine), and may be committing writes (this worker's own, say) that memory does not
         # show yet. Not an outage: lookups wait for the poll, as the staleness bound wants.
         return self.health.answered_sent_at <= issued
+
+    async def wait_in_flight(self, timeout: float) -> bool:
+        """Wait for the poll now in flight to end: True once it has been applied (``known_at`` is
+        then its issue time), False at once when no poll is in flight, or when it failed or took
+        longer than ``timeout``.
+
+        A worker whose knowledge just crossed the bound usually has a poll on its way (one that
+        its loop, late or busy, has not read the reply of yet): that poll may bring its knowledge
+        back within the bound, for the cost of reading a reply that is already there, where a
+        read of its own (:meth:`wait_fresh`) is issued only after it."""
+        if self._poll_issued is None:
+            return False
+        if self._in_flight is None:
+            self._in_flight = asyncio.get_running_loop().create_future()
+        ending = self._in_flight
+        done, _ = await asyncio.wait({ending}, timeout=timeout)
+        return bool(done) and ending.result()
 
     async def wait_fresh(self, timeout: float) -> bool:
         """Read the stream now (not at the next poll) and wait until everything committed before
@@ -203,10 +225,13 @@ class ChangeFeed:
                 poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH)
                 reply: Any = await within(self.timeout_s, self._read(poll))
             except asyncio.CancelledError:
+                self._poll_issued = None
+                self._settle_in_flight(False)
                 _settle(owed, False)
                 raise
             except (RedisError, OSError, TimeoutError) as exc:
                 self._poll_issued = None
+                self._settle_in_flight(False)
                 _settle(owed, False)
                 self._went_down(exc)
                 await asyncio.sleep(retry)
@@ -223,11 +248,15 @@ class ChangeFeed:
             except Exception:
                 # A listener failed: what it holds may be wrong, so it starts over.
                 log.exception("change feed listener failed; starting over")
+                self._settle_in_flight(False)
                 _settle(owed, False)
                 await self._reset("listener error")
                 continue
             if received < BATCH:  # caught up: everything committed before `issued` is applied
                 self._known_at = issued
+            # Waiters on this poll look at known_at themselves: a full batch leaves it as it was.
+            self._settle_in_flight(True)
+            if received < BATCH:
                 _settle(owed, True)
                 # Polls start poll_interval apart, not poll_interval after the last one ended: what
                 # a worker knows is as old as the time from one poll's issue to the next one's
@@ -235,6 +264,11 @@ class ChangeFeed:
                 # interval after it made a loaded worker's knowledge cross the staleness bound
                 # every few polls, and every lookup then waited for a catch-up read.
                 await self._pause(self.poll_interval - (time.monotonic() - issued))
+
+    def _settle_in_flight(self, applied: bool) -> None:
+        ending, self._in_flight = self._in_flight, None
+        if ending is not None and not ending.done():
+            ending.set_result(applied)
 
     async def _read(self, poll: ReadChangesArgs) -> Any:
         """One poll. A connection Redis closed while it was idle in the pool (a Redis restart or

@@ -219,6 +219,16 @@ class _RouteCacheCollector(Collector):
         refreshes.add_metric(["overtaken"], stats["refresh_overtaken"])
         refreshes.add_metric(["failed"], stats["refresh_failures"])
         yield refreshes
+        catch_ups = CounterMetricFamily(
+            "namesrv_route_cache_catch_ups",
+            "Waits of lookups that found the worker's knowledge of Redis older than the staleness "
+            "bound (in_flight = the poll already on its way brought it back; read = a read issued "
+            "for them; failed = neither within the deadline)",
+            labels=["result"],
+        )
+        for how in ("in_flight", "read", "failed"):
+            catch_ups.add_metric([how], stats[f"catch_ups_{how}"])
+        yield catch_ups
         yield GaugeMetricFamily("namesrv_route_cache_entries", "Routes cached", value=stats["entries"])
 
 

@@ -91,6 +91,31 @@ async def test_wait_fresh_is_false_when_the_feed_is_stopped(
     assert await feed.wait_fresh(1.0) is False
 
 
+async def test_wait_in_flight_waits_only_for_a_poll_already_on_its_way(
+    redis_url: str, keys: Keyspace, recorder: Recorder
+) -> None:
+    host, port = redis_host_port(redis_url)
+    proxy = ProxyThread(host, port)
+    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
+    feed = await start_feed(client, keys, recorder, poll_interval=60.0)
+    try:
+        started = time.monotonic()
+        assert await feed.wait_in_flight(5.0) is False  # resting between polls: nothing to wait for
+        assert time.monotonic() - started < 0.5
+        proxy.latency(0.2)
+        reading = asyncio.create_task(feed.wait_fresh(5.0))  # starts a poll, slowed by the link
+        await asyncio.sleep(0.05)
+        before = feed.known_at
+        assert before is not None
+        assert await feed.wait_in_flight(5.0) is True
+        assert feed.known_at is not None and feed.known_at > before  # that poll was applied
+        assert await reading is True
+    finally:
+        await feed.stop()
+        await client.aclose()
+        proxy.close()
+
+
 async def test_a_feed_that_kept_up_never_starts_over(
     redis: Redis, keys: Keyspace, recorder: Recorder
 ) -> None:

@@ -219,6 +219,50 @@ async def test_a_lagging_feed_is_caught_up_once_for_every_waiting_lookup(
     assert registry.reads == 1 and cache.stats()["bypasses"] == 0 and calls == 3
 
 
+async def test_the_poll_in_flight_answers_a_catch_up_when_it_brings_knowledge_within_the_bound(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.5
+    freshness = cache.freshness
+    assert isinstance(freshness, ManualFreshness)
+
+    async def poll_lands() -> bool:
+        freshness.known_at = clock.now - 0.09  # issued 90 ms ago: within the 100 ms bound
+        return True
+
+    freshness.in_flight = poll_lands
+    hit = await cache.get("T")
+    assert hit is not None and hit.data.brokerDatas[0].brokerName == "a"
+    assert freshness.waits == 0 and registry.reads == 1
+    assert cache.stats()["catch_ups_in_flight"] == 1 and cache.stats()["catch_ups_read"] == 0
+
+
+async def test_a_poll_in_flight_too_old_to_help_is_followed_by_a_read_of_its_own(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    registry.routes["T"] = route("a")
+    await cache.get("T")
+    clock.now += 0.5
+    freshness = cache.freshness
+    assert isinstance(freshness, ManualFreshness)
+
+    async def old_poll_lands() -> bool:
+        freshness.known_at = clock.now - 0.2  # issued before the bound: not enough
+        return True
+
+    async def read() -> bool:
+        freshness.known_at = clock.now
+        return True
+
+    freshness.in_flight, freshness.catch_up = old_poll_lands, read
+    assert await cache.get("T") is not None
+    assert freshness.waits == 1 and registry.reads == 1
+    stats = cache.stats()
+    assert (stats["catch_ups_in_flight"], stats["catch_ups_read"], stats["catch_ups_failed"]) == (0, 1, 0)
+
+
 async def cached_then_catch_up_fails(
     cache: RouteCache, registry: Registry, clock: Clock, *, taking: float
 ) -> None:

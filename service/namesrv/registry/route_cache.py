@@ -11,11 +11,13 @@ that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is 
   and every change names the routes it touches (:mod:`namesrv.registry.route_impact`), which are
   dropped. Redis losing or replacing its data drops everything (the feed's ``on_reset``).
 * **Fresh**: ``known_at`` is at most the bound old, and not older than this worker's own last
-  write (a client reads its own writes through the same worker). A lookup that is not fresh asks
-  the feed to read now (one read shared by every waiting lookup) and is then answered from memory:
-  that read was issued after the lookup arrived, so the answer is newer than the question, however
-  long the worker then takes to get to it. Only if that read fails does it go to Redis itself, at
-  most ``MAX_BYPASSES_IN_FLIGHT`` at a time; the rest are shed with SYSTEM_BUSY.
+  write (a client reads its own writes through the same worker). A lookup that is not fresh
+  first waits for the poll already in flight, if any: when that brings knowledge back within the
+  bound, memory answers. Otherwise it asks the feed to read now (one read shared by every waiting
+  lookup) and is then answered from memory: that read was issued after the lookup arrived, so
+  the answer is newer than the question, however long the worker then takes to get to it. Only
+  if that read fails does it go to Redis itself, at most ``MAX_BYPASSES_IN_FLIGHT`` at a time;
+  the rest are shed with SYSTEM_BUSY.
 * **Outage** (static stability): while Redis is unreachable or stalled nothing can change the
   table, so cached routes are served for up to ``routeCacheOutageSeconds`` after ``known_at``
   (counted as ``outage``); a lookup the cache cannot answer fails at once with a clear remark.
@@ -208,6 +210,8 @@ class RouteCache:
         self.local_write_at = -math.inf
         self.hits = self.misses = self.bypasses = self.shed = self.invalidations = 0
         self.outage_hits = self.unavailable = self.resets = 0
+        # catch-ups answered by the poll already in flight, by a read of their own, or failed
+        self.catch_ups = {"in_flight": 0, "read": 0, "failed": 0}
         self.refreshed = self.refresh_failures = self.refresh_overtaken = 0
         self._bypassing = 0
         # topic -> (reads so far, when a lookup last used it), in the order dropped
@@ -258,8 +262,16 @@ class RouteCache:
         return self.fresh() or self._outage_servable()
 
     async def catch_up(self) -> bool:
-        """Ask the feed to read now; True once everything committed before this call is applied."""
-        return await self.freshness.wait_fresh(self.catch_up_s)
+        """True once memory may answer a lookup that arrived before this call: the poll in flight
+        brought knowledge back within the bound, or a read issued after this call was applied."""
+        deadline = self.clock() + self.catch_up_s
+        if await self.freshness.wait_in_flight(self.catch_up_s) and self.fresh():
+            self.catch_ups["in_flight"] += 1
+            return True
+        remaining = deadline - self.clock()
+        applied = remaining > 0 and await self.freshness.wait_fresh(remaining)
+        self.catch_ups["read" if applied else "failed"] += 1
+        return applied
 
     def _remembered(self, topic: str, *, outage: bool = False) -> CachedRoute | Literal[False] | None:
         """A live entry, ``False`` for a live "does not exist", else None (counted as hits)."""
@@ -291,10 +303,10 @@ class RouteCache:
         if not self.fresh():
             if self.freshness.outage(self.clock()):
                 return await self._during_outage_or_read(topic)
-            # The read wait_fresh triggers is issued after this lookup arrived: once it is
-            # applied, memory answers this lookup correctly however late we get to it.
+            # Either knowledge is back within the bound, or the read catch_up triggered was issued
+            # after this lookup arrived: memory answers it correctly however late we get to it.
             waiting_since = self.clock()
-            if not await self.freshness.wait_fresh(self.catch_up_s):
+            if not await self.catch_up():
                 if self.freshness.outage(self.clock()) or self.clock() - waiting_since >= self.catch_up_s:
                     # No answer within the deadline is a stall, whatever else Redis answered
                     # meanwhile; a second wait (a read of its own) would make the lookup wait
@@ -555,4 +567,5 @@ class RouteCache:
             "refreshed": self.refreshed,
             "refresh_failures": self.refresh_failures,
             "refresh_overtaken": self.refresh_overtaken,
+            **{f"catch_ups_{how}": count for how, count in self.catch_ups.items()},
         }
