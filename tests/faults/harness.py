@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import orjson
@@ -638,28 +640,26 @@ class Truth:
                 return
             await asyncio.sleep(TRUTH_EVERY / 2)
 
-    def known(self, topic: str, start: float, end: float) -> set[str]:
+    def known(self, topic: str, start: float, end: float) -> list[str]:
         """Every truth of ``topic`` read by a sample overlapping [start, end], plus the last one
         read wholly before ``start`` and the first wholly after ``end`` (the truth holds between
-        samples, and across an outage). A sample's answers were read at an unknown moment within
-        it, so overlapping is enough."""
-        seen: set[str] = set()
-        before: str | None = None
+        samples, and across an outage), in the order read. A sample's answers were read at an
+        unknown moment within it, so overlapping is enough."""
+        seen: list[str] = []
         after: str | None = None
         for s in self.samples:
             d = s.routes.get(topic)
             if d is None:
                 continue
             if s.end < start:
-                before = d
+                seen = [d]  # the last one before the window
             elif s.start <= end:
-                seen.add(d)
-            elif after is None:
+                seen.append(d)
+            else:
                 after = d
                 break
-        for d in (before, after):
-            if d is not None:
-                seen.add(d)
+        if after is not None:
+            seen.append(after)
         return seen
 
     async def brokers_of(self, topic: str) -> set[str] | None:
@@ -683,11 +683,44 @@ class Truth:
 
 def is_stale(sample: Sample, truth: Truth) -> bool:
     """An answer (route or 'no such topic') that Redis did not hold at any time within the
-    staleness bound before it was sent and until it was answered."""
+    staleness bound before it was sent and until it was answered.
+
+    Redis may hold states between two truth samples that neither read: brokers that come back
+    together (after a restart empty, say) register within a few milliseconds of one another, and
+    a route then has each broker's part either as before or as after. An answer made of such parts
+    of two consecutive samples is one Redis held, not a stale one."""
     if sample.digest is None:
         return False
     window = truth.known(sample.topic, sample.sent - STALENESS_BOUND, sample.replied + TRUTH_EVERY)
-    return bool(window) and sample.digest not in window
+    if not window or sample.digest in window:
+        return False
+    return not any(between(sample.digest, a, b) for a, b in itertools.pairwise(window))
+
+
+def between(answer: str, before: str, after: str) -> bool:
+    """Whether ``answer`` takes each broker name's part of the route (its BrokerData and
+    QueueData) from ``before`` or from ``after``, and the rest of the route from one of them."""
+    parts = [_broker_parts(d) for d in (answer, before, after)]
+    (rest, mine), (rest_a, theirs_a), (rest_b, theirs_b) = parts
+    if rest not in (rest_a, rest_b) and mine:
+        return False
+    names = set(mine) | set(theirs_a) | set(theirs_b)
+    return all(mine.get(n) in (theirs_a.get(n), theirs_b.get(n)) for n in names)
+
+
+def _broker_parts(d: str) -> tuple[str | None, dict[str, tuple[str | None, str | None]]]:
+    """A digest as (the route without its brokers' parts, brokerName -> (BrokerData, QueueData))."""
+    if d == ABSENT:
+        return None, {}
+    route = orjson.loads(d)
+    brokers = {b["brokerName"]: _canonical(b) for b in route.pop("brokerDatas")}
+    queues = {q["brokerName"]: _canonical(q) for q in route.pop("queueDatas")}
+    parts = {name: (brokers.get(name), queues.get(name)) for name in set(brokers) | set(queues)}
+    return _canonical(route), parts
+
+
+def _canonical(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 # ---- one fleet -----------------------------------------------------------------------------------

@@ -242,6 +242,9 @@ def test_restart_empty_every_worker_agrees_with_redis_within_2s(single: dict[str
     f = single["empty"]
     assert f.missing_at_recovery == 12  # the table really was empty: 4 topics x 3 brokers
     assert f.agree_s is not None and f.agree_s <= AGREE_BOUND_S
+    # Nothing Redis did not hold, neither the old routes nor, once the brokers are back, a route
+    # missing one of them for longer than the staleness bound.
+    assert f.stale == 0
     assert f.extra["redis_resets"] is not None and all(
         r is not None and r >= 1 for r in f.extra["redis_resets"]
     )
