@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 import struct
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,6 +19,7 @@ from namesrv.config import Settings
 from namesrv.keys import REMOTING, SERVICE
 from namesrv.protocol.remoting import SERIALIZE_ROCKETMQ, FrameDecoder, RemotingCommand, encode
 from namesrv.registry.route_cache import STALE, RouteCache
+from namesrv.remoting.server import TURN_FRAMES
 from namesrv.sim.broker import RegistrationFailed, SimBroker, topic_configs
 from namesrv.sim.cli import main as sim_main
 from namesrv.sim.client import RemotingClient, RemotingClientError
@@ -86,6 +88,117 @@ async def test_a_burst_of_frames_in_one_write_is_answered_whole(node: tuple[Any,
     codes = {r.opaque: r.code for r in replies[:2000]}
     assert [codes.get(cmd.opaque) for cmd in burst] == [0 if i % 3 else 17 for i in range(2000)]
     assert (replies[-1].opaque, replies[-1].code) == (last.opaque, 0)
+
+
+async def read_replies(reader: asyncio.StreamReader, count: int) -> list[RemotingCommand]:
+    decoder = FrameDecoder(1 << 26)
+    replies: list[RemotingCommand] = []
+    while len(replies) < count:
+        try:
+            data = await asyncio.wait_for(reader.read(65536), 10)
+        except ConnectionResetError:  # closed by the worker with some of our frames unread
+            break
+        if not data:
+            break
+        replies += decoder.feed(data)
+    return replies
+
+
+async def test_a_backlog_is_answered_a_turn_at_a_time(node: tuple[Any, str]) -> None:
+    """A burst is answered TURN_FRAMES frames per turn of the event loop, reading paused until it
+    is done: everything else the worker runs (here this test; in production the change log's
+    poll) gets the loop between turns instead of waiting for the whole burst."""
+    app, addr = node
+    async with await RemotingClient.connect(addr) as c:  # open throughout: it holds the broker
+        await broker(c).register()
+        burst = [c.request(105, {"topic": "TopicTest"}) for _ in range(2000)]
+        host, port = addr.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"".join(encode(cmd) for cmd in burst))
+        replies = asyncio.ensure_future(read_replies(reader, 2000))
+        conns = app.app[REMOTING].connections
+        seen_waiting = 0
+        while not replies.done():
+            waiting = sum(len(cmds) for conn in conns for cmds, _ in conn.backlog)
+            seen_waiting = max(seen_waiting, waiting)
+            await asyncio.sleep(0)
+        assert seen_waiting > 0  # this test ran while frames of the burst still waited for their turn
+        assert sorted(r.opaque for r in replies.result()) == sorted(cmd.opaque for cmd in burst)
+        assert {r.code for r in replies.result()} == {0}
+        assert [(len(conn.backlog), conn.read_holds) for conn in conns] == [(0, set())] * 2  # reading again
+        writer.close()
+
+
+async def test_a_client_that_does_not_read_its_replies_stops_its_backlog(node: tuple[Any, str]) -> None:
+    """A burst from a client that reads none of its replies: once they fill the buffers, the
+    worker stops taking turns on that backlog (its memory for the replies stays bounded) and
+    goes on when the client reads again."""
+    app, addr = node
+    async with await RemotingClient.connect(addr) as c:
+        await broker(c).register()
+        burst = [c.request(105, {"topic": "TopicTest"}) for _ in range(4000)]
+        host, port = addr.rsplit(":", 1)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # full soon: a small test
+        sock.connect((host, int(port)))
+        sock.setblocking(False)
+        known = set(app.app[REMOTING].connections)
+        reader, writer = await asyncio.open_connection(sock=sock)
+        try:
+            conns = app.app[REMOTING].connections
+            for _ in range(100):
+                if conns - known:
+                    break
+                await asyncio.sleep(0.01)
+            (slow,) = conns - known
+            assert slow.transport is not None  # and its kernel buffer small as well, as on a slow link
+            slow.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            writer.write(b"".join(encode(cmd) for cmd in burst))
+            for _ in range(200):  # up to 10 s for the buffers to fill
+                if "writes" in slow.read_holds:
+                    break
+                await asyncio.sleep(0.05)
+            assert "writes" in slow.read_holds
+            waiting = sum(len(cmds) for cmds, _ in slow.backlog)
+            await asyncio.sleep(0.2)
+            # stopped with frames waiting for their turn, and no turn taken since
+            assert waiting > 0 and sum(len(cmds) for cmds, _ in slow.backlog) == waiting
+            replies = await read_replies(reader, len(burst))
+            assert sorted(r.opaque for r in replies) == sorted(cmd.opaque for cmd in burst)
+            assert [(len(conn.backlog), conn.read_holds) for conn in conns] == [(0, set())] * 2
+        finally:
+            writer.close()
+
+
+async def test_drain_answers_every_lookup_it_read(settings: Settings) -> None:
+    """Shutting down while a burst waits for its turns (and, right after the registration, for a
+    catch-up read): every frame the worker had read when the drain began is answered. (Frames it
+    reads later are answered if they finish before the connection closes, like any connection's.
+    The burst is small enough for its replies to fit in the sockets' buffers: a connection
+    closed with input unread is reset, and replies not yet sent are lost with it.)"""
+    app, addr = await worker(settings)
+    async with await RemotingClient.connect(addr) as c:
+        await broker(c).register()
+        burst = [c.request(105, {"topic": "TopicTest"}, version=400) for _ in range(600)]
+        host, port = addr.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"".join(encode(cmd) for cmd in burst))
+        replies = asyncio.ensure_future(read_replies(reader, len(burst)))
+        conns = app.app[REMOTING].connections
+        for _ in range(100_000):  # until the worker has read the burst: a turn of the loop each
+            if any(conn.backlog for conn in conns):
+                break
+            await asyncio.sleep(0)
+        waiting = sum(len(cmds) for conn in conns for cmds, _ in conn.backlog)
+        begin_drain(app.app)
+        await close_client(app)
+        answered = await replies
+        writer.close()
+    read_before = {cmd.opaque for cmd in burst[: TURN_FRAMES + waiting]}
+    assert read_before <= {r.opaque for r in answered}
+    # answered, or refused as too many at once (the drain turns them into tasks, which count
+    # against clientRequestThreadPoolQueueCapacity)
+    assert {r.code for r in answered} <= {0, 2}
 
 
 async def test_oneway_requests_get_no_reply(node: tuple[Any, str], redis: Redis, namespace: str) -> None:

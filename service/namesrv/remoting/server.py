@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
@@ -32,6 +33,7 @@ from namesrv.protocol.remoting import (
 )
 from namesrv.registry.registration import Registration
 from namesrv.registry.route_cache import STALE, Stale
+from namesrv.remoting.catch_ups import CatchUps
 from namesrv.remoting.context import ConnectionState, HandlerContext, reply
 from namesrv.remoting.guard import FrameGuard, PartialFrame
 from namesrv.remoting.handlers import dispatch, operation_name
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 ROUTE_OPERATION = RequestCode.GET_ROUTEINFO_BY_TOPIC.name
 WRITE_HIGH_WATER = 4 * 1024 * 1024
+TURN_FRAMES = 64  # frames of one connection answered per turn of the event loop
 
 
 @dataclass
@@ -82,6 +85,9 @@ class RemotingConnection(asyncio.Protocol):
         self.closing = False
         self.partial = PartialFrame()
         self.admitted = False
+        # Frames read but not answered yet, with when they were read: see data_received.
+        self.backlog: deque[tuple[list[RemotingCommand], float]] = deque()
+        self.read_holds: set[str] = set()  # why reading is paused: "writes", "backlog"
 
     # ---- asyncio.Protocol ----
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -111,11 +117,58 @@ class RemotingConnection(asyncio.Protocol):
         ):
             self.close()
             return
+        received = time.perf_counter()
+        if self.backlog:  # reading is paused while one waits: only frames already in flight
+            self.backlog.append((commands, received))
+            return
+        if len(commands) > TURN_FRAMES:
+            # A backlog (the worker or the peer was held up, or a burst): answered a turn at a
+            # time, so the event loop runs everything else in between. Answered in one go, a
+            # backlog on every connection made one turn of the loop last up to 100 ms; the change
+            # log's poll reply waited behind it past the staleness bound, and every lookup read
+            # meanwhile waited for a catch-up too.
+            self.backlog.append((commands[TURN_FRAMES:], received))
+            commands = commands[:TURN_FRAMES]
+            self._hold_reading("backlog")
+            asyncio.get_running_loop().call_soon(self._next_turn)
+        self._answer(commands, received)
+
+    def _next_turn(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            self.backlog.clear()
+            return
+        if "writes" in self.read_holds:
+            return  # the client does not read its replies: resume_writing takes the turns up again
+        budget = TURN_FRAMES
+        while budget and self.backlog:
+            commands, received = self.backlog[0]
+            if len(commands) > budget:
+                self.backlog[0] = (commands[budget:], received)
+                commands = commands[:budget]
+            else:
+                self.backlog.popleft()
+            budget -= len(commands)
+            self._answer(commands, received)
+        if self.backlog:
+            asyncio.get_running_loop().call_soon(self._next_turn)
+        else:
+            self._release_reading("backlog")
+
+    def answer_backlog(self) -> None:
+        """Shutting down: all of it now, as tasks the drain waits for; then the connection reads
+        on like any other until it is closed (closed with unread input, it would be reset, and
+        replies already written but not yet sent would be lost)."""
+        while self.backlog:
+            self._answer(*self.backlog.popleft())
+        self._release_reading("backlog")
+
+    def _answer(self, commands: list[RemotingCommand], started: float) -> None:
+        """Answer route lookups from the cache at once, in one write; start a task for the rest.
+        ``started``: when their bytes were read (their latency counts from there)."""
         answered: list[bytes] = []
         answered_codes: list[int] = []
         server = self.server
         access, peer = server.ctx.access, self.state.peer
-        started = time.perf_counter()
         for cmd in commands:
             # flag bits tested inline: the properties cost a call each on the hottest loop
             if cmd.code == ROUTE_CODE and not cmd.flag & FLAG_RESPONSE and not server.draining:
@@ -158,11 +211,21 @@ class RemotingConnection(asyncio.Protocol):
         self.state.registrations.clear()
 
     def pause_writing(self) -> None:
-        if self.transport:
-            self.transport.pause_reading()  # a client that does not read its replies gets no more work done
+        self._hold_reading("writes")  # a client that does not read its replies gets no more work done
 
     def resume_writing(self) -> None:
-        if self.transport and not self.transport.is_closing():
+        self._release_reading("writes")
+        if self.backlog:
+            asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _hold_reading(self, reason: str) -> None:
+        if not self.read_holds and self.transport and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self.read_holds.add(reason)
+
+    def _release_reading(self, reason: str) -> None:
+        self.read_holds.discard(reason)
+        if not self.read_holds and self.transport and not self.transport.is_closing():
             self.transport.resume_reading()
 
     # ---- requests ----
@@ -231,81 +294,6 @@ class RemotingConnection(asyncio.Protocol):
     def close(self) -> None:
         if self.transport and not self.transport.is_closing():
             self.transport.close()
-
-
-class CatchUps:
-    """Route lookups that arrived while the cache's knowledge was not fresh: they wait here, with
-    no task each, for one catch-up read, and are then answered from memory in one write per
-    connection. Going through a task, a future and a reply command each, the waiting path cost a
-    lookup several times the fast path: under load the worker fell behind, its knowledge stayed
-    stale, every lookup took the slow path, and it never recovered (issue 10's shed storm). Here
-    a late worker does the same work per lookup as a fresh one, one read per round.
-
-    The queue is swapped out before the read is requested, so every lookup in a round arrived
-    before its read was issued: answering it from memory is as fresh as asking Redis."""
-
-    def __init__(self, server: RemotingServer, capacity: int) -> None:
-        self.server = server
-        self.capacity = capacity
-        self.waiting: list[tuple[RemotingConnection, RemotingCommand, float]] = []
-        self._task: asyncio.Task[None] | None = None
-
-    def defer(self, conn: RemotingConnection, cmd: RemotingCommand, received: float) -> None:
-        if len(self.waiting) >= self.capacity:
-            conn.answer_batch(
-                [encode(reply(self.server.ctx, cmd, ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK))]
-            )
-            self.server.count(ROUTE_OPERATION, ResponseCode.SYSTEM_BUSY, 0.0)
-            return
-        self.waiting.append((conn, cmd, received))
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._rounds(), name="route-catch-up")
-
-    async def _rounds(self) -> None:
-        try:
-            while self.waiting:
-                batch, self.waiting = self.waiting, []
-                # Lookups that came while the last round waited may need no round of their own:
-                # an outage may have begun meanwhile (memory then answers). Without this check, a
-                # lookup that arrived in the first moments of a Redis stall waited for one round
-                # to give up at the deadline and then for a whole second round: 2 s. (One check
-                # for the queue: a peek per lookup cost a loaded worker about 5% of its lookups.)
-                if self.server.ctx.service.routes_answer_now():
-                    batch = self._answer(batch, caught_up=False, final=False)
-                if batch:
-                    caught_up = await self.server.ctx.service.catch_up_routes()
-                    self._answer(batch, caught_up=caught_up, final=True)
-        finally:
-            self._task = None
-
-    def _answer(
-        self, batch: list[tuple[RemotingConnection, RemotingCommand, float]], *, caught_up: bool, final: bool
-    ) -> list[tuple[RemotingConnection, RemotingCommand, float]]:
-        """Answer from memory what it can answer; the rest go to the waiting path (not cached, or
-        the read failed) or, when not ``final``, are returned to wait for a catch-up read."""
-        ctx, server = self.server.ctx, self.server
-        frames: dict[RemotingConnection, list[bytes]] = {}
-        waiting: list[tuple[RemotingConnection, RemotingCommand, float]] = []
-        now = time.perf_counter()
-        for item in batch:
-            conn, cmd, received = item
-            hit = route_from_cache(ctx, cmd, caught_up=caught_up)
-            if isinstance(hit, Stale) and not final:
-                waiting.append(item)
-                continue
-            if hit is None or isinstance(hit, Stale):
-                conn.start(cmd, admitted=True)  # the waiting path decides
-                continue
-            server.count(ROUTE_OPERATION, hit[0], now - received)
-            if not cmd.flag & FLAG_ONEWAY:
-                frames.setdefault(conn, []).append(hit[1])
-        for conn, pending in frames.items():
-            conn.answer_batch(pending)
-        return waiting
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait(self._task)
 
 
 class RemotingServer:
@@ -396,6 +384,8 @@ class RemotingServer:
         if self._idle_task:
             await cancel_and_wait(self._idle_task)
         await self.catch_ups.stop()
+        for conn in self.connections:
+            conn.answer_backlog()  # as tasks, now that the server drains: waited for below
         in_flight = {t for c in self.connections for t in c.tasks}
         if in_flight:
             await asyncio.wait(in_flight, timeout=grace)
