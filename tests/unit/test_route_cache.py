@@ -219,9 +219,11 @@ async def test_a_lagging_feed_is_caught_up_once_for_every_waiting_lookup(
     assert registry.reads == 1 and cache.stats()["bypasses"] == 0 and calls == 3
 
 
-async def test_the_poll_in_flight_answers_a_catch_up_when_it_brings_knowledge_within_the_bound(
-    cache: RouteCache, registry: Registry, clock: Clock
-) -> None:
+async def stale_with_a_poll_in_flight(
+    cache: RouteCache, registry: Registry, clock: Clock, *, issued_ago: float
+) -> ManualFreshness:
+    """T is cached, the knowledge is past the bound, and the poll in flight, once applied, was
+    issued ``issued_ago`` s before now."""
     registry.routes["T"] = route("a")
     await cache.get("T")
     clock.now += 0.5
@@ -229,10 +231,17 @@ async def test_the_poll_in_flight_answers_a_catch_up_when_it_brings_knowledge_wi
     assert isinstance(freshness, ManualFreshness)
 
     async def poll_lands() -> bool:
-        freshness.known_at = clock.now - 0.09  # issued 90 ms ago: within the 100 ms bound
+        freshness.known_at = clock.now - issued_ago
         return True
 
     freshness.in_flight = poll_lands
+    return freshness
+
+
+async def test_the_poll_in_flight_answers_a_catch_up_when_it_brings_knowledge_within_the_bound(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    freshness = await stale_with_a_poll_in_flight(cache, registry, clock, issued_ago=0.09)  # bound: 0.1
     hit = await cache.get("T")
     assert hit is not None and hit.data.brokerDatas[0].brokerName == "a"
     assert freshness.waits == 0 and registry.reads == 1
@@ -242,21 +251,13 @@ async def test_the_poll_in_flight_answers_a_catch_up_when_it_brings_knowledge_wi
 async def test_a_poll_in_flight_too_old_to_help_is_followed_by_a_read_of_its_own(
     cache: RouteCache, registry: Registry, clock: Clock
 ) -> None:
-    registry.routes["T"] = route("a")
-    await cache.get("T")
-    clock.now += 0.5
-    freshness = cache.freshness
-    assert isinstance(freshness, ManualFreshness)
-
-    async def old_poll_lands() -> bool:
-        freshness.known_at = clock.now - 0.2  # issued before the bound: not enough
-        return True
+    freshness = await stale_with_a_poll_in_flight(cache, registry, clock, issued_ago=0.2)
 
     async def read() -> bool:
         freshness.known_at = clock.now
         return True
 
-    freshness.in_flight, freshness.catch_up = old_poll_lands, read
+    freshness.catch_up = read
     assert await cache.get("T") is not None
     assert freshness.waits == 1 and registry.reads == 1
     stats = cache.stats()
