@@ -254,6 +254,8 @@ COUNTED = (
     (re.compile(rf'namesrv_request_seconds_bucket\{{le="{SLOW_S}",.*transport="remoting"'), "requests.fast"),
     (re.compile(r"namesrv_gc_pause_seconds_count\{"), "gc"),
     (re.compile(rf'namesrv_gc_pause_seconds_bucket\{{generation="\d",le="{SLOW_S}"'), "gc.fast"),
+    (re.compile(r'namesrv_gc_pause_seconds_count\{generation="2"'), "gc2"),
+    (re.compile(rf'namesrv_gc_pause_seconds_bucket\{{generation="2",le="{SLOW_S}"'), "gc2.fast"),
     (re.compile(r"namesrv_event_loop_lag_seconds_count "), "loop"),
     (re.compile(rf'namesrv_event_loop_lag_seconds_bucket\{{le="{SLOW_S}"\}}'), "loop.fast"),
 )
@@ -263,8 +265,9 @@ async def worker_counters(urls: list[str]) -> dict[str, float]:
     """What the workers at ``urls`` counted, summed: route cache lookups by outcome (``cache.hit``,
     ``cache.miss``, ...), catch-ups of a stale worker by how they ended (``catch_up.in_flight``,
     ``catch_up.read``, ``catch_up.failed``), remoting requests, GC pauses and event-loop ticks
-    (``requests``, ``gc``, ``loop``), and how many of each took longer than 5 ms by the worker's
-    own clock (``requests.slow``, ``gc.slow``, ``loop.slow``: a tick that ran over 5 ms late), so
+    (``requests``, ``gc``, ``loop``; ``gc2``: the full collections among the pauses), and how many
+    of each took longer than 5 ms by the worker's own clock (``requests.slow``, ``gc.slow``,
+    ``gc2.slow``, ``loop.slow``: a tick that ran over 5 ms late), so
     a latency tail seen by the load generator can be told apart from one inside the workers."""
     totals: dict[str, float] = {}
     async with aiohttp.ClientSession() as session:
@@ -272,17 +275,18 @@ async def worker_counters(urls: list[str]) -> dict[str, float]:
             async with session.get(f"{url}/metrics") as resp:
                 text = await resp.text()
             for line in text.splitlines():
-                key = _counter(line)
-                if key is not None:
+                for key in _counters(line):
                     totals[key] = totals.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
-    for what in ("requests", "gc", "loop"):
+    for what in ("requests", "gc", "gc2", "loop"):
         totals[f"{what}.slow"] = totals.get(what, 0.0) - totals.pop(f"{what}.fast", 0.0)
     return totals
 
 
-def _counter(line: str) -> str | None:
+def _counters(line: str) -> list[str]:
+    """The counters a line of /metrics adds to (a full collection's pause counts as a GC pause and
+    as a full one)."""
     if line.startswith(CACHE_METRIC):
-        return "cache." + line.split('"')[1]
+        return ["cache." + line.split('"')[1]]
     if line.startswith(CATCH_UP_METRIC):
-        return "catch_up." + line.split('"')[1]
-    return next((key for pattern, key in COUNTED if pattern.match(line)), None)
+        return ["catch_up." + line.split('"')[1]]
+    return [key for pattern, key in COUNTED if pattern.match(line)]

@@ -184,8 +184,10 @@ def _line(row: dict[str, Any]) -> str:
     seen = row.get("worker_side") or {}
     if seen.get("requests"):
         slow, gc, loop = seen.get("requests.slow", 0), seen.get("gc.slow", 0), seen.get("loop.slow", 0)
+        full = f"{seen.get('gc2.slow', 0):,.0f} of {seen.get('gc2', 0):,.0f} full"
         outcome += (
-            f"  worker-side >5 ms: {slow:,.0f} requests, {gc:,.0f} GC pauses, {loop:,.0f} late loop ticks"
+            f"  worker-side >5 ms: {slow:,.0f} requests, {gc:,.0f} GC pauses ({full}), "
+            f"{loop:,.0f} late loop ticks"
         )
         caught = [f"{how} {seen.get(f'catch_up.{how}', 0):,.0f}" for how in ("in_flight", "read", "failed")]
         outcome += "  catch-ups: " + ", ".join(caught)

@@ -3,7 +3,7 @@ outside it: every series it counts must match the page the worker really renders
 
 from __future__ import annotations
 
-from bench.fleet import _counter
+from bench.fleet import _counters
 
 from namesrv.metrics import Metrics, gc_pauses
 
@@ -11,8 +11,7 @@ from namesrv.metrics import Metrics, gc_pauses
 def _counted(page: str) -> dict[str, float]:
     totals: dict[str, float] = {}
     for line in page.splitlines():
-        key = _counter(line)
-        if key is not None:
+        for key in _counters(line):
             totals[key] = totals.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return totals
 
@@ -34,3 +33,5 @@ def test_fast_and_slow_requests_gc_pauses_and_loop_ticks_are_told_apart() -> Non
     assert (after["loop"], after["loop.fast"]) == (3.0, 2.0)
     assert after["gc"] - before.get("gc", 0.0) == 2.0
     assert after["gc.fast"] - before.get("gc.fast", 0.0) == 1.0
+    assert after["gc2"] - before.get("gc2", 0.0) == 1.0  # the full collection, also counted above
+    assert after["gc2.fast"] - before.get("gc2.fast", 0.0) == 0.0

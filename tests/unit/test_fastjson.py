@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol import render

@@ -4,6 +4,12 @@
 bad payload is a :class:`BadRequest`, never a half-written registration. The model knows no
 wire format: :mod:`namesrv.protocol.render` turns it into what RocketMQ's fastjson writes. The
 only texts made here are the ones the store keeps (see ``to_json``).
+
+The values a worker keeps for long (the topic configs of brokers' last bodies, the routes of the
+route cache: hundreds of thousands of objects) are msgspec Structs that Python's cyclic GC does
+not track (``gc=False``; none of them can be part of a reference cycle). A full collection walks
+every tracked object while the event loop waits: walking these made it a pause of 50 ms and more
+that grew with the registry. ``frozen=True`` keeps them immutable values, as dataclasses were.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from namesrv.domain.codes import PERM_WRITE
 from namesrv.domain.errors import BadRequest
@@ -98,8 +106,7 @@ def check_addr(value: str, what: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class DataVersion:
+class DataVersion(msgspec.Struct, frozen=True, gc=False):
     """A broker's topic-config version; equality is over all three fields, as in Java."""
 
     counter: int = 0
@@ -123,8 +130,7 @@ class DataVersion:
         )
 
 
-@dataclass(frozen=True)
-class TopicConfig:
+class TopicConfig(msgspec.Struct, frozen=True, gc=False):
     topicName: str
     readQueueNums: int = 16
     writeQueueNums: int = 16
@@ -132,7 +138,7 @@ class TopicConfig:
     topicFilterType: str = "SINGLE_TAG"
     topicSysFlag: int = 0
     order: bool = False
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, str] = msgspec.field(default_factory=dict)
 
     @classmethod
     def from_obj(cls, obj: Any, key: str) -> TopicConfig:
@@ -168,8 +174,7 @@ class TopicConfig:
         return QueueData(broker_name, perm, self.readQueueNums, self.topicSysFlag, self.writeQueueNums)
 
 
-@dataclass(frozen=True)
-class QueueData:
+class QueueData(msgspec.Struct, frozen=True, gc=False):
     brokerName: str
     perm: int
     readQueueNums: int
@@ -192,8 +197,7 @@ class QueueData:
         )
 
 
-@dataclass(frozen=True)
-class BrokerData:
+class BrokerData(msgspec.Struct, frozen=True, gc=False):
     cluster: str
     brokerName: str
     brokerAddrs: Mapping[int, str]
@@ -263,11 +267,10 @@ class RegisterBrokerResult:
     accepted: bool = True  # False: R6 stale stateVersion, answered 0 with no effect
 
 
-@dataclass(frozen=True)
-class TopicRouteData:
+class TopicRouteData(msgspec.Struct, frozen=True, gc=False):
     queueDatas: tuple[QueueData, ...]
     brokerDatas: tuple[BrokerData, ...]
-    filterServerTable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    filterServerTable: Mapping[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     orderTopicConf: str | None = None
     topicQueueMappingByBroker: Mapping[str, Any] | None = None
 

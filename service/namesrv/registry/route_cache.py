@@ -43,8 +43,10 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Protocol
+
+import msgspec
 
 from namesrv.aio import cancel_and_wait
 from namesrv.changefeed import Freshness
@@ -60,22 +62,32 @@ Clock = Callable[[], float]
 NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is a new GC-tracked object each time
 
 
-@dataclass
-class CachedRoute:
-    """A route and its encodings, rendered once and reused by every request that hits it."""
+class CachedRoute(msgspec.Struct, gc=False):
+    """A route and its encodings, rendered once and reused by every request that hits it.
+
+    Not tracked by the cyclic GC (nor is anything it holds, see :mod:`namesrv.domain.model`): a
+    cache of 10,000 routes would otherwise add tens of thousands of objects to every full
+    collection, a pause of every lookup. So the encodings are two fields rather than a dict keyed by
+    :class:`Dialect` (enum members are tracked objects, and so would such a dict be)."""
 
     data: TopicRouteData
     expires_at: float  # local monotonic time
     hidden: frozenset[str] = NO_NAMES  # broker names with queues of the topic left out (expired)
     filled_at: float = 0.0  # local monotonic time its read from Redis completed
     served_at: float = 0.0  # local monotonic time it last answered a lookup
-    _encoded: dict[Dialect, bytes] = field(default_factory=dict)
-    _zones: dict[str, bytes] = field(default_factory=dict)
+    standard: bytes | None = None  # the route in Dialect.STANDARD, once asked for
+    default: bytes | None = None  # ... in Dialect.DEFAULT
+    zones: dict[str, bytes] = msgspec.field(default_factory=dict)
 
     def encoded(self, dialect: Dialect) -> bytes:
-        body = self._encoded.get(dialect)
+        if dialect is Dialect.STANDARD:
+            body = self.standard
+            if body is None:
+                body = self.standard = route_json(self.data, dialect).encode()
+            return body
+        body = self.default
         if body is None:
-            body = self._encoded[dialect] = route_json(self.data, dialect).encode()
+            body = self.default = route_json(self.data, dialect).encode()
         return body
 
     def broker_names(self) -> set[str]:
@@ -87,9 +99,9 @@ class CachedRoute:
     def zone_encoded(self, zone: str) -> bytes:
         """ZoneRouteRPCHook's answer: the zone's brokers, always in fastjson's default dialect."""
         key = zone.lower()
-        body = self._zones.get(key)
+        body = self.zones.get(key)
         if body is None:
-            body = self._zones[key] = route_json(filter_by_zone(self.data, zone), Dialect.DEFAULT).encode()
+            body = self.zones[key] = route_json(filter_by_zone(self.data, zone), Dialect.DEFAULT).encode()
         return body
 
 
