@@ -182,6 +182,7 @@ def _registration_section(result: dict[str, Any]) -> list[str]:
                 "decode ms",
                 "rest ms",
                 "Redis floor ms",
+                "in Redis ms",
                 "longest Lua ms",
                 "script",
             ],
@@ -198,12 +199,13 @@ def _registration_section(result: dict[str, Any]) -> list[str]:
                     f"{r.get('decode_ms', 0.0):.2f}",
                     f"{r.get('rest_ms', 0.0):.2f}",
                     f"{r['floor_ms']:.2f}" if "floor_ms" in r else "",
+                    f"{r['floor_server_ms']:.2f}" if "floor_server_ms" in r else "",
                     f"{r['lua_max_ms']:.2f}",
                     r["lua_max_script"],
                 ]
                 for r in regs
             ],
-            right={1, 3, 4, 5, 6, 7, 8, 9, 10, 11},
+            right={1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
         )
         out.append("")
     return out
