@@ -30,7 +30,8 @@ from namesrv.http.api import setup_routes
 from namesrv.http.middleware import PARSER_MAX_LINE_BYTES, error_middleware
 from namesrv.keys import AUTHORIZER, FEED, HEALTH, METRICS, REDIS, REMOTING, SCRIPTS, SERVICE, STORE, WORKER
 from namesrv.metrics import Metrics
-from namesrv.registry.route_cache import RouteCache, Routes, UncachedRoutes
+from namesrv.registry.route_cache import RouteCache
+from namesrv.registry.route_lookups import Routes, UncachedRoutes
 from namesrv.registry.route_reader import RouteReader
 from namesrv.registry.service import RegistryService
 from namesrv.remoting.context import HandlerContext

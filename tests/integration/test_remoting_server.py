@@ -18,7 +18,8 @@ from namesrv.app import begin_drain
 from namesrv.config import Settings
 from namesrv.keys import REMOTING, SERVICE
 from namesrv.protocol.remoting import SERIALIZE_ROCKETMQ, FrameDecoder, RemotingCommand, encode
-from namesrv.registry.route_cache import STALE, RouteCache
+from namesrv.registry.route_cache import RouteCache
+from namesrv.registry.route_lookups import STALE
 from namesrv.remoting.server import TURN_FRAMES
 from namesrv.sim.broker import RegistrationFailed, SimBroker, topic_configs
 from namesrv.sim.cli import main as sim_main

@@ -13,14 +13,8 @@ import pytest
 from namesrv.domain.errors import Busy, StoreUnavailable
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect
-from namesrv.registry.route_cache import (
-    MAX_AGE_S,
-    MAX_BYPASSES_IN_FLIGHT,
-    STALE,
-    UNAVAILABLE_REMARK,
-    Lookup,
-    RouteCache,
-)
+from namesrv.registry.route_cache import MAX_AGE_S, MAX_BYPASSES_IN_FLIGHT, UNAVAILABLE_REMARK, RouteCache
+from namesrv.registry.route_lookups import STALE, Lookup
 from tests.builders import ManualFreshness
 
 TIMINGS = {"staleness_s": 0.1, "outage_s": 30.0, "catch_up_s": 1.0, "negative_s": 1.0}

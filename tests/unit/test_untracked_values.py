@@ -10,7 +10,7 @@ import gc
 from namesrv.domain.model import BrokerData, DataVersion, QueueData, RawBody, TopicConfig, TopicRouteData
 from namesrv.protocol.body_delta import RegisterBodyDecoder
 from namesrv.protocol.fastjson import Dialect
-from namesrv.registry.route_cache import CachedRoute
+from namesrv.registry.route_lookups import CachedRoute
 from namesrv.sim.bodies import register_body_json
 from namesrv.sim.broker import topic_configs
 

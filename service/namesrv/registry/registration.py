@@ -25,7 +25,7 @@ from namesrv.domain.model import (
 from namesrv.protocol.body_delta import BodyDelta, DecodedBody, RegisterBodyDecoder, names_digest
 from namesrv.protocol.fastjson import dumps, quote
 from namesrv.protocol.register_body import BodyDecodeError
-from namesrv.registry.route_cache import Routes
+from namesrv.registry.route_lookups import Routes
 from namesrv.store.keyspace import live_member
 from namesrv.store.registration_args import (
     UNDECODED,

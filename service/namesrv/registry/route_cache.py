@@ -42,80 +42,17 @@ import math
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Literal, Protocol
-
-import msgspec
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Literal
 
 from namesrv.aio import cancel_and_wait
 from namesrv.changefeed import Freshness
 from namesrv.domain.codes import OVERLOAD_REMARK
 from namesrv.domain.errors import Busy, StoreUnavailable
-from namesrv.domain.model import TopicRouteData
-from namesrv.domain.routes import filter_by_zone
-from namesrv.protocol.fastjson import Dialect
-from namesrv.protocol.render import route_json
 from namesrv.registry.route_impact import RouteImpact, route_impact
+from namesrv.registry.route_lookups import STALE, CachedRoute, Fill, Peeked
 
 Clock = Callable[[], float]
-NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is a new GC-tracked object each time
-
-
-class CachedRoute(msgspec.Struct, gc=False):
-    """A route and its encodings, rendered once and reused by every request that hits it.
-
-    Not tracked by the cyclic GC (nor is anything it holds, see :mod:`namesrv.domain.model`): a
-    cache of 10,000 routes would otherwise add tens of thousands of objects to every full
-    collection, a pause of every lookup. So the encodings are two fields rather than a dict keyed by
-    :class:`Dialect` (enum members are tracked objects, and so would such a dict be)."""
-
-    data: TopicRouteData
-    expires_at: float  # local monotonic time
-    hidden: frozenset[str] = NO_NAMES  # broker names with queues of the topic left out (expired)
-    filled_at: float = 0.0  # local monotonic time its read from Redis completed
-    served_at: float = 0.0  # local monotonic time it last answered a lookup
-    standard: bytes | None = None  # the route in Dialect.STANDARD, once asked for
-    default: bytes | None = None  # ... in Dialect.DEFAULT
-    zones: dict[str, bytes] = msgspec.field(default_factory=dict)
-
-    def encoded(self, dialect: Dialect) -> bytes:
-        if dialect is Dialect.STANDARD:
-            body = self.standard
-            if body is None:
-                body = self.standard = route_json(self.data, dialect).encode()
-            return body
-        body = self.default
-        if body is None:
-            body = self.default = route_json(self.data, dialect).encode()
-        return body
-
-    def broker_names(self) -> set[str]:
-        """Every broker whose change can change this route."""
-        names = {b.brokerName for b in self.data.brokerDatas}
-        names.update(q.brokerName for q in self.data.queueDatas)
-        return names | self.hidden
-
-    def zone_encoded(self, zone: str) -> bytes:
-        """ZoneRouteRPCHook's answer: the zone's brokers, always in fastjson's default dialect."""
-        key = zone.lower()
-        body = self.zones.get(key)
-        if body is None:
-            body = self.zones[key] = route_json(filter_by_zone(self.data, zone), Dialect.DEFAULT).encode()
-        return body
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """What a fill returns: the route (None when the topic does not exist), and until when
-    (local monotonic time) it may be served."""
-
-    route: TopicRouteData | None
-    valid_until: float
-    hidden: frozenset[str] = NO_NAMES  # broker names left out of the route as expired
-
-
-Fill = Callable[[str], Awaitable[Lookup]]
 MAX_AGE_S = 300.0  # entries live 50-100% of this at most, whatever the change log says
 # Lookups that may read Redis at once while the change feed cannot catch up; the others are
 # shed with SYSTEM_BUSY. Without a bound, an overloaded worker turns every waiting lookup into
@@ -126,64 +63,6 @@ RESET_GRACE_S = 0.25  # a lookup not in memory waits this long into an outage fo
 REFRESH_CONCURRENCY = 4  # re-reads of dropped routes in flight at once per worker
 REFRESH_ATTEMPTS = 3  # re-reads of one route that another change overtook before it could be stored
 UNAVAILABLE_REMARK = "route unavailable: Redis unreachable and the route is not cached on this worker"
-
-
-class Stale:
-    """What :meth:`RouteCache.peek` answers when memory may not answer yet: catch up first."""
-
-    def __repr__(self) -> str:
-        return "STALE"
-
-
-STALE = Stale()
-Peeked = CachedRoute | Literal[False] | Stale | None
-
-
-class Routes(Protocol):
-    """How the use cases look routes up: a :class:`RouteCache`, or :class:`UncachedRoutes`."""
-
-    def peek(self, topic: str, *, caught_up: bool = False) -> Peeked: ...
-
-    def answers_now(self) -> bool: ...
-
-    async def catch_up(self) -> bool: ...
-
-    async def get(self, topic: str) -> CachedRoute | None: ...
-
-    def note_local_write(self) -> None: ...
-
-    def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-
-class UncachedRoutes:
-    """Every lookup reads Redis (``routeCacheEnabled = false``)."""
-
-    def __init__(self, fill: Fill) -> None:
-        self._fill = fill
-
-    def peek(self, topic: str, *, caught_up: bool = False) -> Peeked:
-        return None
-
-    def answers_now(self) -> bool:
-        return False
-
-    async def catch_up(self) -> bool:
-        return False
-
-    async def get(self, topic: str) -> CachedRoute | None:
-        lookup = await self._fill(topic)
-        return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
-
-    def note_local_write(self) -> None:
-        pass
-
-    def start(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
 
 
 class RouteCache:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from namesrv.config import Settings
 from namesrv.domain import routes
-from namesrv.registry.route_cache import NO_NAMES, Lookup
+from namesrv.registry.route_lookups import NO_NAMES, Lookup
 from namesrv.store.registry_store import RegistryStore
 
 

@@ -34,7 +34,7 @@ from namesrv.limits import utf8_length
 from namesrv.protocol import render
 from namesrv.protocol.body_delta import RegisterBodyDecoder
 from namesrv.registry.registration import BrokerRegistrar, Registration
-from namesrv.registry.route_cache import CachedRoute, Peeked, Routes, UncachedRoutes
+from namesrv.registry.route_lookups import CachedRoute, Peeked, Routes, UncachedRoutes
 from namesrv.registry.route_reader import RouteReader
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.script_args import KeysStatus, UnregisterStatus

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from namesrv.aio import cancel_and_wait
 from namesrv.domain.codes import OVERLOAD_REMARK, RequestCode, ResponseCode
 from namesrv.protocol.remoting import FLAG_ONEWAY, RemotingCommand, encode
-from namesrv.registry.route_cache import Stale
+from namesrv.registry.route_lookups import Stale
 from namesrv.remoting.context import reply
 from namesrv.remoting.routes import route_from_cache
 

@@ -9,7 +9,7 @@ from namesrv.protocol.fastjson import Dialect
 from namesrv.protocol.headers import get_bool, get_str
 from namesrv.protocol.remoting import RemotingCommand, encode
 from namesrv.protocol.render import cluster_info_obj
-from namesrv.registry.route_cache import STALE, CachedRoute, Stale
+from namesrv.registry.route_lookups import STALE, CachedRoute, Stale
 from namesrv.remoting.context import (
     ConnectionState,
     HandlerContext,

@@ -32,7 +32,7 @@ from namesrv.protocol.remoting import (
     encode,
 )
 from namesrv.registry.registration import Registration
-from namesrv.registry.route_cache import STALE, Stale
+from namesrv.registry.route_lookups import STALE, Stale
 from namesrv.remoting.catch_ups import CatchUps
 from namesrv.remoting.context import ConnectionState, HandlerContext, reply
 from namesrv.remoting.guard import FrameGuard, PartialFrame
