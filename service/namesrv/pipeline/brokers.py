@@ -328,8 +328,50 @@ def _day_start(day: Column) -> Column:
     return F.unix_date(day).cast("long") * DAY_MS
 
 
+# Kinds that show a member is there (fenced included: a refused removal names it too).
+_SEEN_KINDS = ("register", "heartbeat", *REMOVAL_KINDS, "fenced")
+
+
+def member_first_seen(events: DataFrame, timeline: DataFrame | None = None) -> DataFrame:
+    """Per member: ``_first_ts`` (time of its first event) and ``broker_name`` (of its latest
+    event), over every event that names the member.
+
+    Most of those events are in the member timeline, already partitioned and sorted by member
+    and log order, where the aggregation needs no shuffle or sort; only the few it leaves out
+    (fenced removals, refused registrations) are read from ``events``. Without a timeline, all
+    of them are read from ``events``, which sorts every heartbeat by member."""
+    known = F.col("broker_addr").isNotNull() & F.col("cluster").isNotNull()
+    kind = F.col("kind")
+    pos = F.struct(*ORDER)
+    partial = [
+        F.min("ts").alias("_first_ts"),
+        F.max(pos).alias("_pos"),
+        F.max_by("broker_name", pos).alias("broker_name"),
+    ]
+    if timeline is None:
+        parts = events.filter(known & kind.isin(*_SEEN_KINDS)).groupBy(*MEMBER).agg(*partial)
+    else:
+        left_out = (kind == "fenced") | (
+            (kind == "register") & ~F.coalesce(F.col("result").isin("ok", "ignored"), F.lit(False))
+        )
+        parts = (
+            timeline.filter(known)
+            .groupBy(*MEMBER)
+            .agg(*partial)
+            .unionByName(events.filter(known & left_out).groupBy(*MEMBER).agg(*partial))
+        )
+    return parts.groupBy(*MEMBER).agg(
+        F.min("_first_ts").alias("_first_ts"), F.max_by("broker_name", "_pos").alias("broker_name")
+    )
+
+
 def broker_daily(
-    events: DataFrame, sess: DataFrame, up: DataFrame, log_start_ms: int, log_end_ms: int
+    events: DataFrame,
+    sess: DataFrame,
+    up: DataFrame,
+    log_start_ms: int,
+    log_end_ms: int,
+    timeline: DataFrame | None = None,
 ) -> DataFrame:
     """``broker_daily``: per member and UTC day of the log, visible time and how sessions began
     and ended.
@@ -337,16 +379,9 @@ def broker_daily(
     Answers: what was each broker's availability each day (``up_ms / observed_ms``, where
     ``observed_ms`` is the part of the day the log covers from the member's first event on),
     and how many clean unregisters, connection closes, expiries, fenced (refused) removals and
-    lapses did it have?"""
-    first_seen = (
-        events.filter(F.col("broker_addr").isNotNull() & F.col("cluster").isNotNull())
-        .filter(F.col("kind").isin("register", "heartbeat", *REMOVAL_KINDS, "fenced"))
-        .groupBy(*MEMBER)
-        .agg(
-            F.min("ts").alias("_first_ts"),
-            F.max_by("broker_name", F.struct(*ORDER)).alias("broker_name"),
-        )
-    )
+    lapses did it have? ``timeline`` (:func:`member_timeline`, cached) makes the first-seen
+    pass cheaper; the result is the same without it."""
+    first_seen = member_first_seen(events, timeline)
     last_day = _day_of(F.lit(log_end_ms))
     grid = first_seen.select(
         *MEMBER,

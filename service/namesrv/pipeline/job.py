@@ -192,12 +192,14 @@ def answers(spark: SparkSession, cfg: PipelineConfig, summary: RunSummary) -> No
         gaps = timeline.transform(brokers.heartbeat_gaps(cfg.risk_ratio))
         _write(gaps.repartition(1), out, "heartbeat_gaps")
         _write(brokers.gap_histogram(timeline).coalesce(1), out, "heartbeat_gap_histogram")
+        sessions = io.read_table(spark, out, "sessions", S.SESSIONS)
+        up = io.read_table(spark, out, "up_intervals", S.UP_INTERVALS)
+        _write(sessions.transform(brokers.flapping(cfg.flap_bound)).coalesce(1), out, "flapping")
+        # repartition for the same reason: it reads the timeline, whose aggregation needs no shuffle
+        daily = brokers.broker_daily(events, sessions, up, start, end, timeline)
+        _write(daily.repartition(1), out, "broker_daily")
     finally:
         timeline.unpersist()
-    sessions = io.read_table(spark, out, "sessions", S.SESSIONS)
-    up = io.read_table(spark, out, "up_intervals", S.UP_INTERVALS)
-    _write(sessions.transform(brokers.flapping(cfg.flap_bound)).coalesce(1), out, "flapping")
-    _write(brokers.broker_daily(events, sessions, up, start, end).coalesce(1), out, "broker_daily")
 
     _write(topics.queue_changes(events), out, "queue_changes")
     changes = io.read_table(spark, out, "queue_changes", S.QUEUE_CHANGES)
