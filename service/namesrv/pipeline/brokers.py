@@ -248,16 +248,23 @@ def heartbeat_gaps(risk_ratio: float) -> Transform:
     def _(timeline: DataFrame) -> DataFrame:
         g = gap_rows(timeline)
         latest = F.struct(*ORDER)
+        # One digest answers both percentiles (two calls would build two identical ones).
+        percentiles = F.percentile_approx("gap_ms", [0.5, 0.99])
         stats = g.groupBy(*MEMBER).agg(
             F.max_by("broker_name", latest).alias("broker_name"),
             F.max_by("timeout_ms", latest).alias("timeout_ms"),
             F.count(F.lit(1)).alias("refreshes"),
             F.count("gap_ms").alias("gaps"),
-            F.percentile_approx("gap_ms", 0.5).alias("p50_gap_ms"),
-            F.percentile_approx("gap_ms", 0.99).alias("p99_gap_ms"),
+            percentiles.alias("_percentiles"),
             F.max("gap_ms").alias("max_gap_ms"),
             F.max("ratio").alias("max_gap_ratio"),
             F.count_if(F.col("gap_ms") > F.col("prev_timeout_ms")).alias("late_gaps"),
+        )
+        stats = stats.withColumns(
+            {
+                "p50_gap_ms": F.col("_percentiles")[0],
+                "p99_gap_ms": F.col("_percentiles")[1],
+            }
         )
         stats = stats.withColumn("at_risk", F.coalesce(F.col("max_gap_ratio") >= risk_ratio, F.lit(False)))
         return conform(stats, S.HEARTBEAT_GAPS)
@@ -321,8 +328,50 @@ def _day_start(day: Column) -> Column:
     return F.unix_date(day).cast("long") * DAY_MS
 
 
+# Kinds that show a member is there (fenced included: a refused removal names it too).
+_SEEN_KINDS = ("register", "heartbeat", *REMOVAL_KINDS, "fenced")
+
+
+def member_first_seen(events: DataFrame, timeline: DataFrame | None = None) -> DataFrame:
+    """Per member: ``_first_ts`` (time of its first event) and ``broker_name`` (of its latest
+    event), over every event that names the member.
+
+    Most of those events are in the member timeline, already partitioned and sorted by member
+    and log order, where the aggregation needs no shuffle or sort; only the few it leaves out
+    (fenced removals, refused registrations) are read from ``events``. Without a timeline, all
+    of them are read from ``events``, which sorts every heartbeat by member."""
+    known = F.col("broker_addr").isNotNull() & F.col("cluster").isNotNull()
+    kind = F.col("kind")
+    pos = F.struct(*ORDER)
+    partial = [
+        F.min("ts").alias("_first_ts"),
+        F.max(pos).alias("_pos"),
+        F.max_by("broker_name", pos).alias("broker_name"),
+    ]
+    if timeline is None:
+        parts = events.filter(known & kind.isin(*_SEEN_KINDS)).groupBy(*MEMBER).agg(*partial)
+    else:
+        left_out = (kind == "fenced") | (
+            (kind == "register") & ~F.coalesce(F.col("result").isin("ok", "ignored"), F.lit(False))
+        )
+        parts = (
+            timeline.filter(known)
+            .groupBy(*MEMBER)
+            .agg(*partial)
+            .unionByName(events.filter(known & left_out).groupBy(*MEMBER).agg(*partial))
+        )
+    return parts.groupBy(*MEMBER).agg(
+        F.min("_first_ts").alias("_first_ts"), F.max_by("broker_name", "_pos").alias("broker_name")
+    )
+
+
 def broker_daily(
-    events: DataFrame, sess: DataFrame, up: DataFrame, log_start_ms: int, log_end_ms: int
+    events: DataFrame,
+    sess: DataFrame,
+    up: DataFrame,
+    log_start_ms: int,
+    log_end_ms: int,
+    timeline: DataFrame | None = None,
 ) -> DataFrame:
     """``broker_daily``: per member and UTC day of the log, visible time and how sessions began
     and ended.
@@ -330,16 +379,9 @@ def broker_daily(
     Answers: what was each broker's availability each day (``up_ms / observed_ms``, where
     ``observed_ms`` is the part of the day the log covers from the member's first event on),
     and how many clean unregisters, connection closes, expiries, fenced (refused) removals and
-    lapses did it have?"""
-    first_seen = (
-        events.filter(F.col("broker_addr").isNotNull() & F.col("cluster").isNotNull())
-        .filter(F.col("kind").isin("register", "heartbeat", *REMOVAL_KINDS, "fenced"))
-        .groupBy(*MEMBER)
-        .agg(
-            F.min("ts").alias("_first_ts"),
-            F.max_by("broker_name", F.struct(*ORDER)).alias("broker_name"),
-        )
-    )
+    lapses did it have? ``timeline`` (:func:`member_timeline`, cached) makes the first-seen
+    pass cheaper; the result is the same without it."""
+    first_seen = member_first_seen(events, timeline)
     last_day = _day_of(F.lit(log_end_ms))
     grid = first_seen.select(
         *MEMBER,

@@ -170,104 +170,119 @@ def check_records(max_skew_ms: int = DEFAULT_MAX_SKEW_MS) -> Transform:
     later (:func:`namesrv.pipeline.dedup.split_duplicates`), among lines that pass every other
     check. Intermediate columns are computed in their own projection and referenced by name (the
     optimizer does not inline non-trivial expressions used twice, so each nested JSON value is
-    parsed once)."""
+    parsed once).
+
+    Heartbeats without JSON fields, nearly all of a log, are checked in a branch of their own
+    (:func:`_check`): the same checks with the kind known, which compile to a small loop. The
+    other lines are read again for the full checks; the second read costs less than running the
+    full checks, which Spark cannot compile into one loop, on every heartbeat."""
 
     def _(records: DataFrame) -> DataFrame:
-        df = records.select(
-            "value",
-            "source_file",
-            "id",
-            "fields",
-            F.col("fields").isNull().alias("_no_fields"),
-            "corrupt",
-            *[F.col("fields")[n].alias("f_" + n) for n in S.EVENT_FIELDS],
-        )
-        id_ms = F.substring_index(F.col("id"), "-", 1).try_cast("long")
-        id_seq = F.substring_index(F.col("id"), "-", -1).try_cast("long")
-        kind = _f("kind")
-        key = F.when((kind == K.REGISTER) & (_f("result") == "ok"), F.lit(REGISTER_OK)).otherwise(kind)
-        queue_kind = kind.isin(*QUEUE_KINDS[:-1])
-        df = df.select(
-            "*",
-            kind.alias("kind"),
-            key.alias("_key"),
-            id_ms.alias("_id_ms"),
-            id_seq.alias("_id_seq"),
-            _num("ts").alias("ts"),
-            F.when(queue_kind, _parsed_upserts()).alias("_ups"),
-            _parsed_broker_data().alias("_bd"),
-            F.when(
-                kind.isin(K.REGISTER_QUEUES, K.CLEAN_QUEUES), F.from_json(_f("removed"), S.NAMES_JSON)
-            ).alias("_removed"),
-            F.when(kind == K.TOPIC_DELETE, F.from_json(_f("brokerNames"), S.NAMES_JSON)).alias(
-                "_broker_names"
-            ),
-        )
-        id_ok = F.concat(
-            F.col("_id_ms").cast("string"), F.lit("-"), F.col("_id_seq").cast("string")
-        ) == F.col("id")
-        df = df.withColumn("id_ms", F.when(id_ok, F.col("_id_ms"))).withColumn(
-            "id_seq", F.when(id_ok, F.col("_id_seq"))
-        )
-        k, key = F.col("kind"), F.col("_key")
-        ok = key == REGISTER_OK
-
-        def required(n: str) -> Column:
-            kinds = _kinds_requiring(REQUIRED, n)
-            plain = [x for x in kinds if x != REGISTER_OK]
-            need = k.isin(*plain) if plain else F.lit(False)
-            if REGISTER_OK in kinds:
-                need = need | ok
-            return need
-
-        def bad_number(n: str) -> Column:
-            raw_n = _f(n)
-            unparsable = raw_n.isNotNull() & (raw_n != "") & _num(n).isNull()
-            if n == "ts":
-                return unparsable | (raw_n == "")
-            kinds = _kinds_requiring(NUMERIC_REQUIRED, n)
-            if not kinds:
-                return unparsable
-            return unparsable | ((raw_n == "") & key.isin(*kinds))
-
-        fields_required = sorted({n for names in REQUIRED.values() for n in names})
-        bad_result = (k == K.REGISTER) & ~_f("result").isin("ok", "refused", "ignored")
-        bad_new = ok & ~_f("newSession").isin("0", "1")
-        df = df.select(
-            "*",
-            _joined([(n, required(n) & _f(n).isNull()) for n in fields_required]).alias("_missing"),
-            _joined([(n, bad_number(n)) for n in NUMERIC_FIELDS]).alias("_bad_num"),
-            _joined([("result", bad_result), ("newSession", bad_new)]).alias("_bad_val"),
-            _bad_json().alias("_bad_json"),
-        )
-        skew = F.abs(F.col("ts") - F.col("id_ms"))
-        checks: list[tuple[Column, str, Column]] = [
-            (F.trim(F.col("value")) == "", "corrupt_line", F.lit("empty line")),
-            (F.col("corrupt").isNotNull(), "corrupt_line", F.lit("not a JSON object {id, fields{...}}")),
-            (F.col("id").isNull(), "missing_field", F.lit("id")),
-            (F.col("_no_fields"), "missing_field", F.lit("fields")),
-            (
-                F.col("id_ms").isNull() | F.col("id_seq").isNull(),
-                "bad_id",
-                F.concat(F.lit("id="), F.col("id")),
-            ),
-            (k.isNull(), "missing_field", F.lit("kind")),
-            (~k.isin(*KNOWN_KINDS), "unknown_kind", F.concat(F.lit("kind="), k)),
-            (_f("ts").isNull(), "missing_field", F.lit("ts")),
-            (F.col("_missing") != "", "missing_field", F.col("_missing")),
-            (F.col("_bad_num") != "", "bad_number", F.col("_bad_num")),
-            (F.col("_bad_val") != "", "bad_value", F.col("_bad_val")),
-            (F.col("_bad_json") != "", "bad_json", F.col("_bad_json")),
-            (
-                skew > F.lit(max_skew_ms),
-                "out_of_order",
-                F.format_string("ts %d is %d ms away from its stream id time", F.col("ts"), skew),
-            ),
-        ]
-        df = df.withColumn("_fail", _first_failure(checks))
-        return df.select(*_event_columns(), *_reject_columns())
+        raw = F.col("fields")
+        plain = F.coalesce((raw["kind"] == K.HEARTBEAT) & raw["brokerData"].isNull(), F.lit(False))
+        heartbeats = _check(records.filter(plain), max_skew_ms, heartbeats=True)
+        return heartbeats.unionByName(_check(records.filter(~plain), max_skew_ms, heartbeats=False))
 
     return _
+
+
+def _check(records: DataFrame, max_skew_ms: int, heartbeats: bool) -> DataFrame:
+    """:func:`check_records` of ``records``; with ``heartbeats``, of heartbeats that carry no
+    JSON field only: the kind is then a constant, so the optimizer folds every check and column
+    that depends on another kind or on parsed JSON away, and what remains compiles to one small
+    loop from the file scan on (no JSON parser, which cannot be compiled into it)."""
+    df = records.select(
+        "value",
+        "source_file",
+        "id",
+        "fields",
+        F.col("fields").isNull().alias("_no_fields"),
+        "corrupt",
+        *[F.col("fields")[n].alias("f_" + n) for n in S.EVENT_FIELDS],
+    )
+    id_ms = F.substring_index(F.col("id"), "-", 1).try_cast("long")
+    id_seq = F.substring_index(F.col("id"), "-", -1).try_cast("long")
+    kind = F.lit(K.HEARTBEAT) if heartbeats else _f("kind")
+    key = F.when((kind == K.REGISTER) & (_f("result") == "ok"), F.lit(REGISTER_OK)).otherwise(kind)
+    queue_kind = kind.isin(*QUEUE_KINDS[:-1])
+    broker_data = F.lit(None).cast(S.BROKER_DATA_JSON) if heartbeats else _parsed_broker_data()
+    df = df.select(
+        "*",
+        kind.alias("kind"),
+        key.alias("_key"),
+        id_ms.alias("_id_ms"),
+        id_seq.alias("_id_seq"),
+        _num("ts").alias("ts"),
+        F.when(queue_kind, _parsed_upserts()).alias("_ups"),
+        broker_data.alias("_bd"),
+        F.when(kind.isin(K.REGISTER_QUEUES, K.CLEAN_QUEUES), F.from_json(_f("removed"), S.NAMES_JSON)).alias(
+            "_removed"
+        ),
+        F.when(kind == K.TOPIC_DELETE, F.from_json(_f("brokerNames"), S.NAMES_JSON)).alias("_broker_names"),
+    )
+    id_ok = F.concat(F.col("_id_ms").cast("string"), F.lit("-"), F.col("_id_seq").cast("string")) == F.col(
+        "id"
+    )
+    df = df.withColumn("id_ms", F.when(id_ok, F.col("_id_ms"))).withColumn(
+        "id_seq", F.when(id_ok, F.col("_id_seq"))
+    )
+    k, key = F.col("kind"), F.col("_key")
+    ok = key == REGISTER_OK
+
+    def required(n: str) -> Column:
+        kinds = _kinds_requiring(REQUIRED, n)
+        plain = [x for x in kinds if x != REGISTER_OK]
+        need = k.isin(*plain) if plain else F.lit(False)
+        if REGISTER_OK in kinds:
+            need = need | ok
+        return need
+
+    def bad_number(n: str) -> Column:
+        raw_n = _f(n)
+        unparsable = raw_n.isNotNull() & (raw_n != "") & _num(n).isNull()
+        if n == "ts":
+            return unparsable | (raw_n == "")
+        kinds = _kinds_requiring(NUMERIC_REQUIRED, n)
+        if not kinds:
+            return unparsable
+        return unparsable | ((raw_n == "") & key.isin(*kinds))
+
+    fields_required = sorted({n for names in REQUIRED.values() for n in names})
+    bad_result = (k == K.REGISTER) & ~_f("result").isin("ok", "refused", "ignored")
+    bad_new = ok & ~_f("newSession").isin("0", "1")
+    df = df.select(
+        "*",
+        _joined([(n, required(n) & _f(n).isNull()) for n in fields_required]).alias("_missing"),
+        _joined([(n, bad_number(n)) for n in NUMERIC_FIELDS]).alias("_bad_num"),
+        _joined([("result", bad_result), ("newSession", bad_new)]).alias("_bad_val"),
+        _bad_json().alias("_bad_json"),
+    )
+    skew = F.abs(F.col("ts") - F.col("id_ms"))
+    checks: list[tuple[Column, str, Column]] = [
+        (F.trim(F.col("value")) == "", "corrupt_line", F.lit("empty line")),
+        (F.col("corrupt").isNotNull(), "corrupt_line", F.lit("not a JSON object {id, fields{...}}")),
+        (F.col("id").isNull(), "missing_field", F.lit("id")),
+        (F.col("_no_fields"), "missing_field", F.lit("fields")),
+        (
+            F.col("id_ms").isNull() | F.col("id_seq").isNull(),
+            "bad_id",
+            F.concat(F.lit("id="), F.col("id")),
+        ),
+        (k.isNull(), "missing_field", F.lit("kind")),
+        (~k.isin(*KNOWN_KINDS), "unknown_kind", F.concat(F.lit("kind="), k)),
+        (_f("ts").isNull(), "missing_field", F.lit("ts")),
+        (F.col("_missing") != "", "missing_field", F.col("_missing")),
+        (F.col("_bad_num") != "", "bad_number", F.col("_bad_num")),
+        (F.col("_bad_val") != "", "bad_value", F.col("_bad_val")),
+        (F.col("_bad_json") != "", "bad_json", F.col("_bad_json")),
+        (
+            skew > F.lit(max_skew_ms),
+            "out_of_order",
+            F.format_string("ts %d is %d ms away from its stream id time", F.col("ts"), skew),
+        ),
+    ]
+    df = df.withColumn("_fail", _first_failure(checks))
+    return df.select(*_event_columns(), *_reject_columns())
 
 
 def _event_columns() -> list[Column]:

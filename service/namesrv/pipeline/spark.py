@@ -2,8 +2,9 @@
 
 Under ``spark-submit`` the master, memory and the rest come from its flags and
 ``spark-defaults.conf``; we only add settings the pipeline's answers depend on (UTC session time
-zone) and leave everything else alone. Run directly (``python -m namesrv.pipeline``), we start a
-local Spark with the given master and quiet, UI-less defaults.
+zone) or that keep its generated code fast (codegen limits), and leave everything else alone.
+Run directly (``python -m namesrv.pipeline``), we start a local Spark with the given master and
+quiet, UI-less defaults.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def build_session(
         # The line checks compile to one large method; above HotSpot's 8000-byte limit the JIT
         # would leave it interpreted (3x slower), so let Spark split it instead.
         .config("spark.sql.codegen.hugeMethodLimit", "8000")
+        # The heartbeat branch of the line checks compiles small; fused with the other branch
+        # into one union stage it would share that branch's oversized code and lose it.
+        .config("spark.sql.codegen.wholeStage.union.enabled", "false")
     )
     if not under_spark_submit():
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
