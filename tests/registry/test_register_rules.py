@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 import orjson
 import pytest
@@ -651,6 +652,32 @@ async def test_r10_chunked_prime_slave_wipe_and_prune(make_service: MakeService)
     kept = TOPICS_25[5:20]
     await service.register_broker(register(addr=SLAVE, broker_id=1, acting=True, topics=kept))  # same version
     assert await service.all_topics() == kept
+
+
+async def test_r10_change_log_lists_each_queue_as_written(
+    make_service: MakeService, redis: Redis, namespace: str
+) -> None:
+    """The change log's upserted queues are the ones written, exactly as stored: every one of a
+    new broker's (the worker sends that text along), the write-wiped ones of a prime slave (not
+    what the worker sent), and of a rewrite only those that differed (not all it sent)."""
+    service = make_service(registerChunkTopics=10)
+
+    async def logged(name: str) -> list[list[Any]]:
+        queues = await events(redis, namespace, "registerQueues")
+        # chunks reach Redis in any order, the final one last
+        return [pair for e in queues if e["brokerName"] == name for pair in orjson.loads(e["upserted"])]
+
+    await service.register_broker(register(CLUSTER, "broker-b", B, topics=TOPICS_25))
+    assert sorted(await logged("broker-b")) == [[t, qd("broker-b")] for t in TOPICS_25]
+    await service.register_broker(register(addr=SLAVE, broker_id=1, acting=True, topics=TOPICS_25))
+    assert sorted(await logged("broker-a")) == [[t, qd("broker-a", 4)] for t in TOPICS_25]
+    before = len(await logged("broker-b"))
+    changed = {t: (8, 8, 6, 0) for t in TOPICS_25} | {"T03": (4, 4, 6, 0), "T17": (2, 2, 6, 0)}
+    await service.register_broker(register(CLUSTER, "broker-b", B, topics=changed, counter=2))
+    assert sorted((await logged("broker-b"))[before:]) == [
+        ["T03", qd("broker-b", 6, 4, 4)],
+        ["T17", qd("broker-b", 6, 2, 2)],
+    ]
 
 
 async def test_r10_chunked_perm_and_cleanup(make_service: MakeService) -> None:

@@ -79,7 +79,17 @@ def test_register_topics_args_match_the_header() -> None:
     assert documented == list(range(1, len(documented) + 1))
     assert argv[len(documented) :] == ["{}", "R", "M", "{}"]
     assert argv[11:13] == ["{}", "1"]  # no topic flags, plain names
+    assert argv[13] == '[["T",{}]]'  # the change log's upserted text, for when all are written
     assert keys[len(fixed)][argv[10] :] == "T"  # the topic is its key after the prefix
     assert argv[4:7] == [1, 1, 1]  # U, R, M
     for status in TopicsStatus:
         assert re.search(rf"(status |; ){status.value} ", text) or f"\n    {status.value} " in text, status
+
+
+def test_register_topics_sends_no_upserted_text_for_names_that_need_escaping() -> None:
+    # the script builds that text itself then, with cjson's escaping
+    writes = [TopicWrite("a/b", "{}"), TopicWrite("T", "{}")]
+    argv = RegisterTopicsArgs("c", "a:1", "b", "tok", True, 0, writes).argv("100", Keyspace("ns"))
+    assert argv[12:14] == ["0", ""]
+    empty = RegisterTopicsArgs("c", "a:1", "b", "tok", True, 0, [])
+    assert empty.argv("100", Keyspace("ns"))[12:14] == ["1", ""]

@@ -57,15 +57,16 @@ def decode_well_formed(body: bytes) -> WellFormed | None:
     wrapper = parsed.topicConfigSerializeWrapper
     if wrapper is None or wrapper.topicConfigTable is None:
         return None  # rare shapes with rules of their own
-    table: dict[str, TopicConfig] = {}
-    for key, config in wrapper.topicConfigTable.items():
-        if config is None:
-            continue  # as the careful decoder does: a null entry is no topic
-        if not in_bounds(config):
-            return None
-        table[key] = config
+    table = wrapper.topicConfigTable
+    if None in table.values():
+        # as the careful decoder does: a null entry is no topic
+        table = {key: config for key, config in table.items() if config is not None}
+    # TopicConfig's field types carried the other bounds of in_bounds through the parse; a
+    # concatenation is printable exactly when every name is, and one C call checks it.
+    if not "".join([config.topicName for config in table.values()]).isprintable():  # type: ignore[union-attr]
+        return None
     return WellFormed(
-        table,
+        table,  # type: ignore[arg-type]
         _value(wrapper.dataVersion),
         _value(wrapper.topicQueueMappingInfoMap),
         _value(parsed.filterServerList),
@@ -74,7 +75,8 @@ def decode_well_formed(body: bytes) -> WellFormed | None:
 
 
 def in_bounds(config: TopicConfig) -> bool:
-    """What the types of a TopicConfig do not say: both decoders check a topic config by this."""
+    """The careful decoder's check of a topic config: TopicConfig's field constraints (which the
+    typed pass checks while parsing) and a printable name."""
     name = config.topicName
     return (
         0 < len(name) <= MAX_NAME_LENGTH

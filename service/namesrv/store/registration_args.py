@@ -169,6 +169,7 @@ class RegisterTopicsArgs:
 
     def argv(self, max_len: str, k: Keyspace) -> list[Any]:
         mappings = self.mappings or {}
+        plain = not _NEEDS_ESCAPE.search("".join([w.topic for w in self.writes]))
         args: list[Any] = [
             live_member(self.cluster, self.addr),
             self.broker_name,
@@ -182,10 +183,16 @@ class RegisterTopicsArgs:
             self.delta_base,
             len(k.topic("")),  # an upsert's topic is its key after this prefix
             orjson.dumps({w.topic: w.sys_flag for w in self.writes if w.sys_flag}).decode(),
-            "0" if _NEEDS_ESCAPE.search("".join(w.topic for w in self.writes)) else "1",
+            "1" if plain else "0",
+            self._upserted_json() if plain and self.writes else "",
         ]
         args += [w.queue_data_json for w in self.writes]
         args += self.removals
         for t, info in mappings.items():
             args += [t, info]
         return args
+
+    def _upserted_json(self) -> str:
+        """The change log's ``upserted`` text for when the script writes every upsert as sent
+        (its names need no escaping): one f-string per topic here instead of five Lua pieces."""
+        return "[" + ",".join([f'["{w.topic}",{w.queue_data_json}]' for w in self.writes]) + "]"
