@@ -48,7 +48,14 @@ def member_timeline(events: DataFrame) -> DataFrame:
     ``session_no`` (0 = events before the first start in the log); ``after_end`` (an event after
     its session already ended, e.g. a second unregister: it changes nothing); ``next_ts`` (time of
     the member's next event); ``prev_ts``/``prev_timeout_ms``/``prev_session_no`` (the previous
-    refresh). Used by the other broker transforms; cache it when several of them run."""
+    refresh); ``refresh_no`` (refreshes of the member so far, this one included), ``min_ts``
+    (the member's earliest event time so far) and ``last_refresh`` (the session's last refresh
+    before its end), which let :func:`sessions` aggregate a few rows per session instead of every
+    heartbeat, and :func:`member_first_seen` read one row per member. Used by the other broker
+    transforms; cache it when several of them run.
+
+    Every timeline row is a refresh or an end, so a session is a run of refreshes from its
+    first row, then its end, then rows after the end until the next start."""
     kind, result = F.col("kind"), F.col("result")
     ev = events.filter(
         kind.isin("heartbeat", *REMOVAL_KINDS) | ((kind == "register") & result.isin("ok", "ignored"))
@@ -71,20 +78,30 @@ def member_timeline(events: DataFrame) -> DataFrame:
     w = _member_window()
     running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     before = w.rowsBetween(Window.unboundedPreceding, -1)
-    refresh = F.when(F.col("is_refresh"), F.struct(F.col("ts"), F.col("timeout_ms"), F.col("session_no")))
+    # Every column comes from one select over one window spec, so Spark plans a single Window
+    # operator (one buffered pass per member) instead of two stacked ones. What used to need a
+    # second pass is rewritten to depend on the input columns only:
+    # * after_end: the row's session already ended iff the latest start-or-end before it is an
+    #   end (starts and ends are disjoint kinds; a start itself is never after its end);
+    # * prev_session_no: every start is a refresh, so no start lies between the previous
+    #   refresh and the row; the previous refresh's session is the row's own, minus one when
+    #   the row starts a new one.
+    refresh = F.when(F.col("is_refresh"), F.struct(F.col("ts"), F.col("timeout_ms")))
+    marker = F.when(F.col("is_start") | F.col("is_end"), F.col("is_end"))
     ev = ev.select(
         "*",
         F.sum(F.col("is_start").cast("long")).over(running).alias("session_no"),
-        F.coalesce(F.sum(F.col("is_end").cast("long")).over(before), F.lit(0)).alias("_ends_before"),
         F.lead("ts").over(w).alias("next_ts"),
-    )
-    ev = ev.select(
-        "*",
-        F.coalesce(
-            F.last(F.when(F.col("is_start"), F.col("_ends_before")), ignorenulls=True).over(running), F.lit(0)
-        ).alias("_ends_at_start"),
         F.last(refresh, ignorenulls=True).over(before).alias("_prev"),
+        F.last(marker, ignorenulls=True).over(before).alias("_ended"),
+        F.sum(F.col("is_refresh").cast("long")).over(running).alias("refresh_no"),
+        F.min("ts").over(running).alias("min_ts"),
+        # a refresh that is not a start continues the session's run of refreshes
+        F.lead(F.col("is_refresh") & ~F.col("is_start")).over(w).alias("_continued"),
     )
+    prev = F.col("_prev")
+    after_end = ~F.col("is_start") & F.coalesce(F.col("_ended"), F.lit(False))
+    ends_run = ~F.coalesce(F.col("_continued"), F.lit(False))
     return ev.select(
         *MEMBER,
         *ORDER,
@@ -99,11 +116,16 @@ def member_timeline(events: DataFrame) -> DataFrame:
         "is_start",
         "is_end",
         "session_no",
-        (F.col("_ends_before") > F.col("_ends_at_start")).alias("after_end"),
+        after_end.alias("after_end"),
         "next_ts",
-        F.col("_prev")["ts"].alias("prev_ts"),
-        F.col("_prev")["timeout_ms"].alias("prev_timeout_ms"),
-        F.col("_prev")["session_no"].alias("prev_session_no"),
+        prev["ts"].alias("prev_ts"),
+        prev["timeout_ms"].alias("prev_timeout_ms"),
+        F.when(prev.isNotNull(), F.col("session_no") - F.col("is_start").cast("long")).alias(
+            "prev_session_no"
+        ),
+        "refresh_no",
+        "min_ts",
+        (F.col("is_refresh") & ~after_end & ends_run).alias("last_refresh"),
     )
 
 
@@ -118,11 +140,19 @@ def sessions() -> Transform:
     session 0, whose start is older than the exported log."""
 
     def _(timeline: DataFrame) -> DataFrame:
-        own = timeline.filter(~F.col("after_end"))
+        # A session's own rows (before its end) are its start, a run of refreshes and its end:
+        # the start, the end and the run's last refresh carry everything the session needs (the
+        # run's length and earliest time as running values), so only those rows are grouped.
+        run_end, start = F.col("last_refresh"), F.col("is_start")
+        own = timeline.filter(~F.col("after_end") & (start | F.col("is_end") | run_end))
         pos = F.struct(*ORDER)
+        # refreshes before the session: none for session 0, all up to its start for the others
+        before = F.when(start, F.col("refresh_no") - 1)
         agg = own.groupBy(*MEMBER, "session_no").agg(
-            F.min(F.when(F.col("is_start"), F.col("ts"))).alias("_start_ts"),
-            F.min(F.when(F.col("is_refresh"), F.col("ts"))).alias("_first_refresh_ts"),
+            F.min(F.when(start, F.col("ts"))).alias("_start_ts"),
+            # used for session 0 only, which has no start: its run of refreshes is the member's
+            # first rows, so the earliest time up to the run's end is its first refresh time
+            F.min(F.when(run_end, F.col("min_ts"))).alias("_first_refresh_ts"),
             F.min(
                 F.when(
                     F.col("is_end"),
@@ -137,7 +167,9 @@ def sessions() -> Transform:
                     F.struct(pos.alias("pos"), "ts", "deadline", "timeout_ms", "broker_name", "broker_id"),
                 )
             ).alias("_last"),
-            F.count_if(F.col("is_refresh")).alias("refreshes"),
+            F.coalesce(
+                F.max(F.when(run_end, F.col("refresh_no"))) - F.coalesce(F.max(before), F.lit(0)), F.lit(0)
+            ).alias("refreshes"),
         )
         agg = agg.filter((F.col("session_no") > 0) | (F.col("refreshes") > 0))
         later = Window.partitionBy(*MEMBER).orderBy("session_no")
@@ -207,14 +239,12 @@ def up_intervals(log_end_ms: int) -> Transform:
         )
         segs = segs.withColumn("_brk", brk.cast("long"))
         segs = segs.withColumn("_island", F.sum("_brk").over(w.rowsBetween(Window.unboundedPreceding, 0)))
+        # Name and id are constant inside an island (a change breaks it), so they are grouping
+        # keys: the aggregation then keeps only numbers and runs as a hash aggregation on the
+        # timeline's order instead of sorting every refresh by island.
         out = (
-            segs.groupBy(*MEMBER, "_island")
-            .agg(
-                F.first("broker_name").alias("broker_name"),
-                F.first("broker_id").alias("broker_id"),
-                F.min("s").alias("start_ts"),
-                F.max("e").alias("end_ts"),
-            )
+            segs.groupBy(*MEMBER, "_island", "broker_name", "broker_id")
+            .agg(F.min("s").alias("start_ts"), F.max("e").alias("end_ts"))
             .filter(F.col("end_ts") > F.col("start_ts"))
         )
         return conform(out, S.UP_INTERVALS)
@@ -336,10 +366,10 @@ def member_first_seen(events: DataFrame, timeline: DataFrame | None = None) -> D
     """Per member: ``_first_ts`` (time of its first event) and ``broker_name`` (of its latest
     event), over every event that names the member.
 
-    Most of those events are in the member timeline, already partitioned and sorted by member
-    and log order, where the aggregation needs no shuffle or sort; only the few it leaves out
-    (fenced removals, refused registrations) are read from ``events``. Without a timeline, all
-    of them are read from ``events``, which sorts every heartbeat by member."""
+    Most of those events are in the member timeline, whose last row of each member carries both
+    (``min_ts`` is a running minimum); only the few it leaves out (fenced removals, refused
+    registrations) are read from ``events``. Without a timeline, all of them are read from
+    ``events``, which sorts every heartbeat by member."""
     known = F.col("broker_addr").isNotNull() & F.col("cluster").isNotNull()
     kind = F.col("kind")
     pos = F.struct(*ORDER)
@@ -354,12 +384,10 @@ def member_first_seen(events: DataFrame, timeline: DataFrame | None = None) -> D
         left_out = (kind == "fenced") | (
             (kind == "register") & ~F.coalesce(F.col("result").isin("ok", "ignored"), F.lit(False))
         )
-        parts = (
-            timeline.filter(known)
-            .groupBy(*MEMBER)
-            .agg(*partial)
-            .unionByName(events.filter(known & left_out).groupBy(*MEMBER).agg(*partial))
+        latest = timeline.filter(known & F.col("next_ts").isNull()).select(
+            *MEMBER, F.col("min_ts").alias("_first_ts"), pos.alias("_pos"), "broker_name"
         )
+        parts = latest.unionByName(events.filter(known & left_out).groupBy(*MEMBER).agg(*partial))
     return parts.groupBy(*MEMBER).agg(
         F.min("_first_ts").alias("_first_ts"), F.max_by("broker_name", "_pos").alias("broker_name")
     )

@@ -28,11 +28,14 @@ def join(root: str, *parts: str) -> str:
 def read_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """Every line of every ``*.jsonl[.gz]`` file under ``paths`` (recursively, day partitions
     included) as (``value``, ``source_file``). Files are gzip-decompressed by extension."""
+    return _line_files(spark, paths).select(F.col("value"), F.col("_metadata.file_path").alias("source_file"))
+
+
+def _line_files(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     return (
         spark.read.option("recursiveFileLookup", "true")
         .option("pathGlobFilter", LINE_FILES)
         .text(list(paths))
-        .select(F.col("value"), F.col("_metadata.file_path").alias("source_file"))
     )
 
 
@@ -40,12 +43,25 @@ def read_parquet_lines(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     """Every row of every ``*.parquet`` export file under ``paths`` (recursively) as (``id``,
     ``fields``, ``source_file``): the columns of the export's Parquet layout, read with the
     explicit schema (``fields`` a struct of strings, like the parsed JSON of a line)."""
+    return _parquet_files(spark, paths).select(
+        "id", "fields", F.col("_metadata.file_path").alias("source_file")
+    )
+
+
+def read_parquet_ids(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The non-null ``id`` of every row of every ``*.parquet`` export file under ``paths``.
+
+    Read without the file's path: Spark would build its whole file metadata struct (row index
+    included) for every row, which costs more than reading the IDs themselves."""
+    return _parquet_files(spark, paths).select("id").filter(F.col("id").isNotNull())
+
+
+def _parquet_files(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     return (
         spark.read.schema(S.PARQUET_LINE)
         .option("recursiveFileLookup", "true")
         .option("pathGlobFilter", PARQUET_FILES)
         .parquet(*paths)
-        .select("id", "fields", F.col("_metadata.file_path").alias("source_file"))
     )
 
 
@@ -70,11 +86,12 @@ def read_export_gaps(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     return out
 
 
-def line_ids(lines: DataFrame) -> DataFrame:
-    """The ``id`` of each line, read cheaply from the text (the export writes it first): used to
-    find IDs that occur more than once before the full parse."""
+def line_ids(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    """The ``id`` of each line of every ``*.jsonl[.gz]`` file under ``paths``, read cheaply from
+    the text (the export writes it first; no file metadata, see :func:`read_parquet_ids`): used
+    to find IDs that occur more than once before the full parse."""
     first = F.regexp_extract(F.col("value"), r'^\s*\{\s*"id"\s*:\s*"([^"]*)"', 1)
-    return lines.select(first.alias("id")).filter(F.col("id") != "")
+    return _line_files(spark, paths).select(first.alias("id")).filter(F.col("id") != "")
 
 
 def replace_dir(spark: SparkSession, src: str, dst: str) -> None:

@@ -156,11 +156,11 @@ def _checked_records(spark: SparkSession, cfg: PipelineConfig) -> tuple[DataFram
         checked.append(
             rows.transform(parse.parquet_records()).transform(parse.check_records(cfg.max_skew_ms))
         )
-        ids.append(rows.select("id").filter(F.col("id").isNotNull()))
+        ids.append(io.read_parquet_ids(spark, cfg.inputs))
     lines = io.read_lines(spark, cfg.inputs)
     if io.has_files(lines) or not checked:
         checked.append(lines.transform(parse.check_lines(cfg.max_skew_ms)))
-        ids.append(io.line_ids(lines))
+        ids.append(io.line_ids(spark, cfg.inputs))
     return _union(checked), _union(ids)
 
 
@@ -196,6 +196,10 @@ def answers(spark: SparkSession, cfg: PipelineConfig, summary: RunSummary) -> No
     spark.conf.set(_CACHE_COMPRESSED, "false")
     timeline = brokers.member_timeline(events).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        # Built before any answer is planned: only a materialized cache tells the planner that
+        # it is partitioned and sorted by member and log order, so the answers that group or
+        # scan by member read it as it is instead of shuffling and sorting it again.
+        timeline.count()
         _write(timeline.transform(brokers.sessions()), out, "sessions")
         _write(timeline.transform(brokers.up_intervals(end)), out, "up_intervals")
         # repartition, not coalesce: the timeline is already partitioned by member, so the
