@@ -141,3 +141,17 @@ def test_a_config_named_apart_from_its_key_is_decoded_in_full() -> None:
     assert dict(got.wrapper.topicConfigTable) == dict(full.topicConfigTable)
     assert got.delta is None  # the full decode, which writes every topic
     assert got.names_digest == names_digest(full.topicConfigTable)
+
+
+def test_body_hash_tells_bodies_and_their_decoding_apart() -> None:
+    body = register_body_json(table(3), DataVersion(1, 0, 1700000000000))
+    same = RawBody(body, 399, False).hash
+    assert same == RawBody(bytes(body), 399, False).hash
+    assert same.startswith("x3") and len(same) == 34  # never equal to an earlier release's SHA-1 (40 hex)
+    others = {
+        RawBody(body[:-1] + b" ", 399, False).hash,  # one byte differs
+        RawBody(body, 400, False).hash,  # another request version decodes it otherwise
+        RawBody(body, 399, True).hash,
+        RawBody(None, 399, False).hash,
+    }
+    assert same not in others and len(others) == 4

@@ -15,12 +15,12 @@ that grew with the registry. ``frozen=True`` keeps them immutable values, as dat
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import msgspec
+import xxhash
 
 from namesrv.domain.codes import PERM_WRITE
 from namesrv.domain.errors import BadRequest
@@ -245,11 +245,18 @@ class RawBody:
 
     @functools.cached_property
     def hash(self) -> str:
-        """Identifies the body (what the registry remembers of a complete registration)."""
-        digest = hashlib.sha1(f"{self.version}/{self.compressed}/".encode())
+        """Identifies the body (what the registry remembers of a complete registration).
+
+        XXH3-128, computed on the event loop for every registration: 0.06 ms for a 10,000-topic
+        body (1.7 MB) where SHA-1 took 1.1 ms, half of an unchanged re-registration's own work.
+        It is compared only with hashes of bodies the same broker address sent before, so a
+        crafted collision could only make a broker's own registration keep what that broker
+        sent earlier. The ``x3`` prefix keeps it from ever equalling a SHA-1 recorded by an
+        earlier release: after an upgrade each broker's next body is decoded and written once."""
+        digest = xxhash.xxh3_128(f"{self.version}/{self.compressed}/".encode())
         if self.data:
             digest.update(self.data)
-        return digest.hexdigest()
+        return "x3" + digest.hexdigest()
 
 
 @dataclass(frozen=True)
