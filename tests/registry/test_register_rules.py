@@ -622,7 +622,9 @@ async def test_r10_new_broker_name_joins_existing_topics_in_chunks(
     ]
     assert await service.unit_topics("unit") == TOPICS_25[15:]  # broker-a's flag 0 now decides
     queues = [e for e in await events(redis, namespace, "registerQueues") if e["brokerName"] == "broker-a"]
-    assert [e["final"] for e in queues] == ["0", "1"]
+    # two chunks of topics, then the commit: a final call of its own, with no topic
+    assert [e["final"] for e in queues] == ["0", "0", "1"]
+    assert orjson.loads(queues[-1]["upserted"]) == []
     upserted = [t for e in queues for t, _ in orjson.loads(e["upserted"])]
     assert sorted(upserted) == sorted(joined)
     # the same registration again, as a new session of the name: nothing new to write
@@ -714,5 +716,5 @@ async def test_r10_stale_topic_chunks_are_fenced(service: RegistryService) -> No
         writes=[TopicWrite("Evil", orjson.dumps(qd("broker-a")).decode())],
         removals=["TopicTest"],
     )
-    assert await service.store.register_topics([chunk]) == (TopicsStatus.FENCED, 0, 0)
+    assert await service.store.register_topics(chunk) == (TopicsStatus.FENCED, 0, 0)
     assert await service.all_topics() == ["TBW102", "TopicTest"]

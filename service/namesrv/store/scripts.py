@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
 
 _NAME = re.compile(r"^([a-z][A-Za-z0-9]*)-(\d+)\.lua$")
@@ -165,8 +164,3 @@ class ScriptRegistry:
         finally:
             if self._observe:
                 self._observe(name, time.perf_counter() - started)
-
-    async def call_in(self, pipe: Pipeline, name: str, keys: Sequence[str], args: Sequence[Any]) -> None:
-        """Queue the script on a pipeline (redis-py loads missing scripts before EXEC)."""
-        self._check(name, keys)
-        await self._bound[name](keys=list(keys), args=list(args), client=pipe)
