@@ -42,13 +42,17 @@ TRANSIENT = (ConnectionError, TimeoutError, BusyLoadingError, ReadOnlyError)
 
 class _HiredisPacking:
     """Pack commands with hiredis' C packer: redis-py's asyncio connections pack in Python, which
-    dominated a 10k-topic registration (40k arguments). Anything unusual (a multi-word command
-    name, a memoryview) goes through redis-py's own packer."""
+    dominated a 10k-topic registration (40k arguments). A multi-word command name (``SCRIPT
+    LOAD``), and arguments hiredis does not pack (None, a bool: redis-py refuses them with a
+    clear error), go through redis-py's own packer."""
 
     def pack_command(self, *args: Any) -> list[bytes]:
         first = args[0] if args else None
-        if isinstance(first, str) and " " not in first and not any(isinstance(a, memoryview) for a in args):
-            return [hiredis.pack_command(args)]
+        if isinstance(first, str) and " " not in first:
+            try:
+                return [hiredis.pack_command(args)]
+            except TypeError:
+                pass
         packed: list[bytes] = super().pack_command(*args)  # type: ignore[misc]
         return packed
 
