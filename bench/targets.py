@@ -189,6 +189,7 @@ def _registration_targets(result: dict[str, Any]) -> list[Target]:
                     "; ".join(n for n in (scale.strip(), _phase_noise(row)) if n),
                 )
             )
+        targets += _new_broker_vs_peers(result.get("registration", []))
         new = next((r for r in regs if r["topics"] == size and r["kind"] == "new"), None)
         if new is not None:
             targets.append(
@@ -198,6 +199,28 @@ def _registration_targets(result: dict[str, Any]) -> list[Target]:
                     f"< {NEW_10K_LUA_MS:g} ms",
                     _verdict(new["lua_max_ms"] < NEW_10K_LUA_MS),
                     scale.strip(),
+                )
+            )
+    return targets
+
+
+def _new_broker_vs_peers(rows: Sequence[dict[str, Any]]) -> list[Target]:
+    """Issue 13: a new broker registers at least as fast as each peer (a Java NameServer) in the
+    same run, at every size measured."""
+    targets: list[Target] = []
+    for ours in (r for r in rows if r.get("target", "fleet") == "fleet" and r["kind"] == "new"):
+        for theirs in rows:
+            peer = theirs.get("target", "fleet")
+            if peer == "fleet" or theirs["kind"] != "new" or theirs["topics"] != ours["topics"]:
+                continue
+            mine, other = ours["median_ms"], theirs["median_ms"]
+            ratio = f"{mine / other:.1f}x its time" if other > 0 else "-"
+            targets.append(
+                Target(
+                    f"REGISTER_BROKER new, {ours['topics']:,} topics, vs {peer} (same run)",
+                    f"{mine:.1f} ms vs {other:.1f} ms ({ratio})",
+                    f"≤ {peer}",
+                    _verdict(mine <= other),
                 )
             )
     return targets

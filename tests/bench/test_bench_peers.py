@@ -80,3 +80,32 @@ def test_smoke_run_measures_a_peer_side_by_side(tmp_path: Path) -> None:
     }
     table = result["table"]
     assert "Side by side" in table and "twin ÷ ours" in table and "peer twin" in table
+
+
+def test_new_broker_is_judged_against_each_peer_of_the_same_size() -> None:
+    from bench.targets import Target, _new_broker_vs_peers
+
+    def row(target: str, topics: int, kind: str, ms: float) -> dict[str, object]:
+        return {"target": target, "topics": topics, "kind": kind, "median_ms": ms}
+
+    registration = [
+        row("fleet", 1000, "new", 9.0),
+        row("fleet", 10000, "new", 60.0),
+        row("java", 1000, "new", 10.0),
+        row("java", 10000, "new", 40.0),
+        row("java", 10000, "bumped", 30.0),  # only new brokers are held to the peer
+    ]
+    assert _new_broker_vs_peers(registration) == [
+        Target(
+            "REGISTER_BROKER new, 1,000 topics, vs java (same run)",
+            "9.0 ms vs 10.0 ms (0.9x its time)",
+            "≤ java",
+            "PASS",
+        ),
+        Target(
+            "REGISTER_BROKER new, 10,000 topics, vs java (same run)",
+            "60.0 ms vs 40.0 ms (1.5x its time)",
+            "≤ java",
+            "MISS",
+        ),
+    ]
