@@ -107,17 +107,16 @@ class RegistryStore:
         self.timeout_s = timeout_s
         self._count_failure = count_failure  # a call that failed for good (namesrv_redis_errors_total)
 
-    async def _bounded(self, command: Callable[[], Awaitable[Any]], calls: int = 1) -> Any:
+    async def _bounded(self, command: Callable[[], Awaitable[Any]]) -> Any:
         try:
-            return await self._bounded_once(command, calls)
+            return await self._bounded_once(command)
         except StoreUnavailable:
             self._count_failure()
             raise
 
-    async def _bounded_once(self, command: Callable[[], Awaitable[Any]], calls: int) -> Any:
+    async def _bounded_once(self, command: Callable[[], Awaitable[Any]]) -> Any:
         """One Redis call (with its brief retries), never longer than the deadline: a request
-        fails fast when Redis is known to be out, and within ``timeout_s`` (per pipelined script
-        call) when it stalls."""
+        fails fast when Redis is known to be out, and within ``timeout_s`` when it stalls."""
         health = self.health
         if health is not None and not health.reachable:
             raise StoreUnavailable(f"Redis unavailable: {health.reason}")
@@ -125,11 +124,10 @@ class RegistryStore:
         if self.timeout_s is None:
             result = await self._gated(command)
         else:
-            deadline = self.timeout_s * calls
             try:
-                result = await within(deadline, self._gated(command))
+                result = await within(self.timeout_s, self._gated(command))
             except TimeoutError:
-                remark = f"Redis unavailable: no answer within {deadline * 1000:.0f} ms"
+                remark = f"Redis unavailable: no answer within {self.timeout_s * 1000:.0f} ms"
                 raise StoreUnavailable(remark) from None
         if health is not None:
             health.note_answer(sent_at)
