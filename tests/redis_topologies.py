@@ -51,16 +51,19 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 @contextlib.contextmanager
-def sentinel_setup() -> Iterator[tuple[str, int, int, int]]:
-    """A master, a replica and one Sentinel: yields (url, master port, replica port, sentinel port)."""
+def sentinel_setup(replicas: int = 1) -> Iterator[tuple[str, int, int, int]]:
+    """A master, ``replicas`` replicas and one Sentinel: yields (url, master port, first replica's
+    port, sentinel port)."""
     with tempfile.TemporaryDirectory(prefix="namesrv-sentinel-") as tmp:
         root = Path(tmp)
-        master, replica, sentinel = free_port(), free_port(), free_port()
+        master, sentinel = free_port(), free_port()
+        ports = [free_port() for _ in range(replicas)]
+        replica = ports[0]
         common = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        procs = [
-            _start(["--port", str(master), *common], root),
-            _start(["--port", str(replica), "--replicaof", "127.0.0.1", str(master), *common], root),
-        ]
+        procs = [_start(["--port", str(master), *common], root)]
+        for port in ports:
+            follow = ["--replicaof", "127.0.0.1", str(master)]
+            procs.append(_start(["--port", str(port), *follow, *common], root))
         conf = root / "sentinel.conf"
         conf.write_text(
             f"port {sentinel}\nbind 127.0.0.1\ndir {root}\n"
@@ -69,15 +72,22 @@ def sentinel_setup() -> Iterator[tuple[str, int, int, int]]:
         )
         procs.append(_start([str(conf), "--sentinel"], root))
         try:
-            r = redis.Redis(port=replica)
-            _wait(lambda: r.info("replication")["master_link_status"] == "up", "replica")
+            for port in ports:
+                _wait(lambda port=port: _linked(port), "replica")
             s = redis.Redis(port=sentinel)
-            _wait(lambda: s.execute_command("SENTINEL", "REPLICAS", "mymaster"), "sentinel")
-            r.close()
+            _wait(lambda: len(s.execute_command("SENTINEL", "REPLICAS", "mymaster")) == replicas, "sentinel")
             s.close()
             yield f"redis+sentinel://127.0.0.1:{sentinel}/mymaster/0", master, replica, sentinel
         finally:
             _stop(procs)
+
+
+def _linked(port: int) -> bool:
+    r = redis.Redis(port=port)
+    try:
+        return bool(r.info("replication")["master_link_status"] == "up")
+    finally:
+        r.close()
 
 
 def _cluster_port() -> int:

@@ -195,6 +195,9 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         health=health,
         timeout_s=timeout_s,
         count_failure=metrics.redis_errors.inc,
+        write_replicas=base.redisWriteReplicas,
+        write_replica_timeout_ms=base.redisWriteReplicaTimeoutMillis,
+        count_unreplicated=metrics.unreplicated_writes.inc,
     )
     staleness_s = base.routeCacheStalenessMillis / 1000
     # With a route cache the feed must complete a read well within the staleness bound, idle or

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from namesrv.javaprops import PropertiesError, parse_properties
 from namesrv.security.redact import redact_value
@@ -110,6 +111,22 @@ class Settings:
         "Longest a request waits on one Redis call (ms); a stalled Redis fails requests within it, "
         "and an unreachable one at once.",
         lo=50,
+        hi=60000,
+    )
+    redisWriteReplicas: int = _opt(
+        0,
+        "Answer a write only once this many replicas hold it (Redis WAIT); 0 answers once the master "
+        "has it. Set to the number of replicas under Sentinel, a failover loses no write a client "
+        "was told succeeded (fewer is not enough); writes then fail while a replica is missing. "
+        "Not with Redis Cluster.",
+        lo=0,
+        hi=16,
+    )
+    redisWriteReplicaTimeoutMillis: int = _opt(
+        500,
+        "Longest a write waits for redisWriteReplicas replicas (ms); past it the request fails "
+        "(SYSTEM_ERROR, HTTP 503) and the write may not survive a failover.",
+        lo=10,
         hi=60000,
     )
     namespace: str = _opt(
@@ -497,7 +514,19 @@ def read_settings(
         name = env_name(key)
         if name in env:
             values[key] = _coerce(key, env[name], f"environment {name}")
-    return Settings(**values), notices + _unknown_env_notices(env)
+    settings = Settings(**values)
+    _check_write_replicas(settings)
+    return settings, notices + _unknown_env_notices(env)
+
+
+def _check_write_replicas(settings: Settings) -> None:
+    """Refuse a redisWriteReplicas that no write could ever meet, instead of failing every write."""
+    if not settings.redisWriteReplicas:
+        return
+    if settings.embedded_redis:
+        raise ConfigError("redisWriteReplicas: the embedded Redis (no redisUrl) has no replicas; set it to 0")
+    if urlsplit(settings.redisUrl).scheme.endswith("+cluster"):
+        raise ConfigError("redisWriteReplicas: not supported with Redis Cluster (redis+cluster://); set 0")
 
 
 def with_overrides(settings: Settings, overrides: Mapping[str, str], source: str) -> Settings:

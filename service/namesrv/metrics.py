@@ -70,6 +70,12 @@ class Metrics:
             "while Redis was down",
             registry=r,
         )
+        self.unreplicated_writes = Counter(
+            "namesrv_redis_unreplicated_writes",
+            "Writes answered with an error because fewer than redisWriteReplicas replicas confirmed "
+            "them within redisWriteReplicaTimeoutMillis",
+            registry=r,
+        )
         self.script_latency = Histogram(
             "namesrv_script_seconds",
             "Lua script round-trip latency",

@@ -152,6 +152,12 @@ def test_two_redis_sources_fail() -> None:
     assert "choose one Redis source, not redis.url and redis.existingSecret and redis.dev.enabled" in message
 
 
+def test_write_replicas_with_the_dev_redis_fail() -> None:
+    values = {"redis": {"url": "", "dev": {"enabled": True}}, "config": {"redisWriteReplicas": 1}}
+    message = render_error(values)
+    assert "config.redisWriteReplicas needs a Redis with replicas; redis.dev has none" in message
+
+
 @pytest.mark.parametrize(
     "url",
     [

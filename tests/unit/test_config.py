@@ -209,3 +209,28 @@ def test_default_toml_is_rendered_from_the_settings() -> None:
     from namesrv.config import render_default_toml
 
     assert DEFAULT_TOML.read_text() == render_default_toml()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"NAMESRV_REDIS_WRITE_REPLICAS": "1"},
+            "redisWriteReplicas: the embedded Redis (no redisUrl) has no replicas; set it to 0",
+        ),
+        (
+            {"NAMESRV_REDIS_WRITE_REPLICAS": "1", "REDIS_URL": "redis+cluster://127.0.0.1:7000"},
+            "redisWriteReplicas: not supported with Redis Cluster (redis+cluster://); set 0",
+        ),
+    ],
+)
+def test_write_replicas_no_write_could_meet_are_refused(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_settings(environ=env)
+    assert str(refused.value) == message
+
+
+def test_write_replicas_with_a_sentinel_url_are_accepted() -> None:
+    env = {"NAMESRV_REDIS_WRITE_REPLICAS": "2", "REDIS_URL": "redis+sentinel://127.0.0.1:26379/mymaster"}
+    settings, _ = read_settings(environ=env)
+    assert (settings.redisWriteReplicas, settings.redisWriteReplicaTimeoutMillis) == (2, 500)

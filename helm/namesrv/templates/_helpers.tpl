@@ -228,6 +228,9 @@ Checks that must hold before anything is rendered; every message says what to ch
 {{- if gt (len $sources) 1 }}
 {{- fail (printf "namesrv: choose one Redis source, not %s." (join " and " $sources)) }}
 {{- end }}
+{{- if and $redis.dev.enabled (gt (int .Values.config.redisWriteReplicas) 0) }}
+{{- fail "namesrv: config.redisWriteReplicas needs a Redis with replicas; redis.dev has none, so every write would fail. Set it to 0 for the dev Redis." }}
+{{- end }}
 {{- if $redis.url }}
 {{- $u := urlParse $redis.url }}
 {{- if or (contains ":" $u.userinfo) (regexMatch "(^|&)password=" $u.query) }}

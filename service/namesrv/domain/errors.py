@@ -11,6 +11,7 @@ Tree::
     ├── NotReady (code 1, remark "name server not ready")
     ├── Busy (code 2 SYSTEM_BUSY: shed load, as Java's rejected thread pool does)
     └── StoreUnavailable (code 1: Redis could not be reached after retries)
+        └── WriteNotReplicated (code 1: fewer replicas than redisWriteReplicas confirmed a write)
 
 Transports translate these at their edge; nothing below them knows about HTTP status codes or
 frames.
@@ -63,6 +64,11 @@ class NotReady(NamesrvError):
 
 class StoreUnavailable(NamesrvError):
     pass
+
+
+class WriteNotReplicated(StoreUnavailable):
+    """The master applied the write, but not enough replicas confirmed it in time: the client is
+    told it failed, since a failover could still lose it (it may also survive)."""
 
 
 class Busy(NamesrvError):

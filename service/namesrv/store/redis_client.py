@@ -12,7 +12,7 @@ import hiredis
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
-from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
+from redis.asyncio.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
 from redis.exceptions import (
     AuthenticationError,
     BusyLoadingError,
@@ -122,7 +122,7 @@ def _sentinel_client(parts: SplitResult, options: dict[str, Any], *, tls: bool) 
             "redisUrl: a Sentinel URL needs the master name: redis+sentinel://host:port/<master>"
         )
     sentinel_password = parse_qs(parts.query).get("sentinel_password", [None])[0]
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = PromotionAwareSentinel(  # type: ignore[no-untyped-call]
         nodes,
         sentinel_kwargs={"password": sentinel_password, "socket_timeout": 5.0},
         ssl=tls,
@@ -139,6 +139,31 @@ def _sentinel_client(parts: SplitResult, options: dict[str, Any], *, tls: bool) 
     )
     _SENTINELS[id(master)] = sentinel
     return cast(Redis, master)
+
+
+class PromotionAwareSentinel(Sentinel):
+    """Finds the master with ``SENTINEL GET-MASTER-ADDR-BY-NAME``, which names a promoted replica
+    as soon as it has taken the promotion. redis-py asks ``SENTINEL MASTERS``, which keeps naming
+    the old master until every other replica follows the new one: with two replicas that took
+    5 s, in which the old master, still a master, took every write and then threw them away
+    (README, "When Redis is in trouble")."""
+
+    async def discover_master(self, service_name: str) -> tuple[str, int]:
+        errors: list[str] = []
+        for no, sentinel in enumerate(self.sentinels):
+            try:
+                reply = await sentinel.execute_command(  # type: ignore[no-untyped-call]
+                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", service_name
+                )
+            except (ConnectionError, TimeoutError) as exc:
+                errors.append(f"{sentinel}: {exc!r}")
+                continue
+            if reply:
+                self.sentinels[0], self.sentinels[no] = sentinel, self.sentinels[0]
+                host, port = (v.decode() if isinstance(v, bytes) else str(v) for v in reply[:2])
+                return host, int(port)
+        detail = f": {', '.join(errors)}" if errors else ""
+        raise MasterNotFoundError(f"No master found for {service_name!r}{detail}")
 
 
 def _cluster_client(parts: SplitResult, options: dict[str, Any], *, tls: bool) -> Redis:

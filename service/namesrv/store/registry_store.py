@@ -19,7 +19,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from namesrv.aio import within
-from namesrv.domain.errors import StoreUnavailable
+from namesrv.domain.errors import StoreUnavailable, WriteNotReplicated
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace, live_member
 from namesrv.store.redis_client import with_retry
@@ -93,6 +93,9 @@ class RegistryStore:
         health: RedisHealth | None = None,
         timeout_s: float | None = None,
         count_failure: Callable[[], None] = lambda: None,
+        write_replicas: int = 0,
+        write_replica_timeout_ms: int = 500,
+        count_unreplicated: Callable[[], None] = lambda: None,
     ) -> None:
         self.redis = redis
         self.k = keyspace
@@ -106,17 +109,22 @@ class RegistryStore:
         self.health = health
         self.timeout_s = timeout_s
         self._count_failure = count_failure  # a call that failed for good (namesrv_redis_errors_total)
+        # A write a client is told succeeded must be on this many replicas first (redisWriteReplicas).
+        self.write_replicas = write_replicas
+        self.write_replica_timeout_ms = write_replica_timeout_ms
+        self._count_unreplicated = count_unreplicated
 
-    async def _bounded(self, command: Callable[[], Awaitable[Any]]) -> Any:
+    async def _bounded(self, command: Callable[[], Awaitable[Any]], slack_s: float = 0.0) -> Any:
         try:
-            return await self._bounded_once(command)
+            return await self._bounded_once(command, slack_s)
         except StoreUnavailable:
             self._count_failure()
             raise
 
-    async def _bounded_once(self, command: Callable[[], Awaitable[Any]]) -> Any:
+    async def _bounded_once(self, command: Callable[[], Awaitable[Any]], slack_s: float) -> Any:
         """One Redis call (with its brief retries), never longer than the deadline: a request
-        fails fast when Redis is known to be out, and within ``timeout_s`` when it stalls."""
+        fails fast when Redis is known to be out, and within ``timeout_s`` (plus ``slack_s``, the
+        time the call may wait on replicas) when it stalls."""
         health = self.health
         if health is not None and not health.reachable:
             raise StoreUnavailable(f"Redis unavailable: {health.reason}")
@@ -125,9 +133,9 @@ class RegistryStore:
             result = await self._gated(command)
         else:
             try:
-                result = await within(self.timeout_s, self._gated(command))
+                result = await within(self.timeout_s + slack_s, self._gated(command))
             except TimeoutError:
-                remark = f"Redis unavailable: no answer within {self.timeout_s * 1000:.0f} ms"
+                remark = f"Redis unavailable: no answer within {(self.timeout_s + slack_s) * 1000:.0f} ms"
                 raise StoreUnavailable(remark) from None
         if health is not None:
             health.note_answer(sent_at)
@@ -139,6 +147,26 @@ class RegistryStore:
 
     async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         return await self._bounded(lambda: self.scripts.call(name, keys, args))
+
+    async def _write(self, name: str, keys: Sequence[str], args: Sequence[Any], *, acked: bool = True) -> Any:
+        """A script call whose success a client is told of (``acked``): with redisWriteReplicas,
+        answered only once that many replicas hold it, so a Sentinel failover cannot lose it.
+        Calls no one waits on (sweeps, cleanups, a registration's chunks before its last) go
+        through :meth:`_call`: a later waited write covers them, replicas applying writes in order."""
+        replicas = self.write_replicas
+        if not replicas or not acked:
+            return await self._call(name, keys, args)
+        timeout_ms = self.write_replica_timeout_ms
+        reply, held = await self._bounded(
+            lambda: self.scripts.call_replicated(name, keys, args, replicas, timeout_ms), timeout_ms / 1000
+        )
+        if held < replicas:
+            self._count_unreplicated()
+            raise WriteNotReplicated(
+                f"write not confirmed by {replicas} Redis replica(s) within {timeout_ms} ms "
+                f"(redisWriteReplicas; {held} did): the master has it, a failover may lose it; retry"
+            )
+        return reply
 
     async def _q(self, command: Callable[[], Awaitable[Any]]) -> Any:
         """A plain read (the client decodes replies to str)."""
@@ -156,7 +184,7 @@ class RegistryStore:
 
     # ---- registration ----
     async def register_header(self, args: RegisterBrokerArgs) -> HeaderOutcome:
-        r = await self._call("registerBroker", args.keys(self.k), args.argv(self.worker_id, self.max_len))
+        r = await self._write("registerBroker", args.keys(self.k), args.argv(self.worker_id, self.max_len))
         status = RegisterStatus(int(r[0]))
         if status is RegisterStatus.BODY_NEEDED:
             return HeaderOutcome(status, 0, WriteMode.NONE, "", "", None)
@@ -181,7 +209,9 @@ class RegistryStore:
         Returns (status, upserted, removed): FENCED when a newer registration or an unregister
         fenced this one out (the rest of its chunks then change nothing either), DELTA_REFUSED
         when a delta chunk found Redis no longer holding what its earlier body wrote."""
-        r = await self._call("registerBrokerTopics", chunk.keys(self.k), chunk.argv(self.max_len, self.k))
+        r = await self._write(
+            "registerBrokerTopics", chunk.keys(self.k), chunk.argv(self.max_len, self.k), acked=chunk.final
+        )
         return TopicsStatus(int(r[0])), int(r[1]), int(r[2])
 
     # ---- removal ----
@@ -197,7 +227,7 @@ class RegistryStore:
     ) -> tuple[UnregisterStatus, bool, bool]:
         """Returns (status, removed, cleanup_pending)."""
         a = UnregisterArgs(cluster, addr, broker_name, broker_id, fence_epoch, reason)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
+        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
         return UnregisterStatus(int(r[0])), bool(int(r[1])), bool(int(r[2]))
 
     async def expire(self, limit: int) -> tuple[int, bool, list[str]]:
@@ -220,7 +250,7 @@ class RegistryStore:
     # ---- liveness ----
     async def heartbeat(self, cluster: str, addr: str, source: str) -> tuple[bool, str | None]:
         a = HeartbeatArgs(cluster, addr, source)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
+        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
         return bool(int(r[0])), (r[1] or None)
 
     # ---- admin writes ----
@@ -228,7 +258,7 @@ class RegistryStore:
         """WIPE (clear the write bit) or ADD (perm 6) on the broker's queue in each topic; returns
         how many of the topics hold one."""
         a = SetPermArgs(broker_name, topics, PermMode.WIPE if wipe else PermMode.ADD)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
+        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         count = int(r[0])
         if count == SetPermStatus.BAD_MODE:
             raise RuntimeError(f"setWritePerm refused mode {str(a.mode)!r} (status {count})")
@@ -237,7 +267,7 @@ class RegistryStore:
     async def delete_topic(self, topic: str, cluster: str | None, broker_names: Sequence[str]) -> list[Any]:
         """{KeysStatus.DONE, removed}, or {KeysStatus.RETRY_KEYS, broker name...}."""
         a = DeleteTopicArgs(topic, cluster, broker_names)
-        r: list[Any] = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
+        r: list[Any] = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return r
 
     async def topic_broker_names(self, topic: str) -> list[str]:
@@ -245,21 +275,21 @@ class RegistryStore:
 
     async def register_topic(self, topic: str, queues: Sequence[tuple[str, str, int]]) -> int:
         a = RegisterTopicArgs(topic, queues)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
+        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return int(r[0])
 
     async def kv_put(self, namespace: str, key: str, value: str | None) -> None:
         a = KvPutArgs(namespace, key, value)
-        await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
+        await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
         a = KvDeleteArgs(namespace, key)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
+        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return bool(int(r[0]))
 
     async def update_config(self, changes: Mapping[str, str], changes_json: str) -> int:
         a = UpdateConfigArgs(changes, changes_json)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
+        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
         return int(r[0])
 
     # ---- reads ----

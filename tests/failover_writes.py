@@ -1,0 +1,195 @@
+"""Write through a Sentinel failover and count what the fleet acknowledged but lost.
+
+Used by tests/integration/test_replicated_writes.py, and by hand to measure both settings
+(README, "When Redis is in trouble")::
+
+    .venv/bin/python -m tests.failover_writes --runs 8 --replicas 0
+    .venv/bin/python -m tests.failover_writes --runs 5 --replicas 1 --redis-replicas 2 --kill
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import uuid
+from dataclasses import dataclass, field
+
+import redis
+
+from namesrv.config import Settings
+from namesrv.keys import REMOTING, STORE
+from namesrv.sim.client import RemotingClient
+from tests.conftest import close_client, start_client
+
+NAMESPACE = "FAILOVER"
+
+
+@dataclass
+class FailoverWrites:
+    acked: int = 0
+    refused: int = 0
+    lost: list[str] = field(default_factory=list)
+    error_window_s: float = 0.0  # first to last refused write
+    switch_s: float = 0.0  # SENTINEL FAILOVER until Sentinel names the new master
+
+
+def _master(sentinel: redis.Redis) -> int:
+    return int(sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")[1])
+
+
+async def _fail_over(sentinel: redis.Redis) -> None:
+    for _ in range(300):  # right after another failover Sentinel may not take a new one yet
+        try:
+            sentinel.execute_command("SENTINEL", "FAILOVER", "mymaster")
+            return
+        except redis.ResponseError as exc:
+            if not str(exc).startswith(("NOGOODSLAVE", "INPROG")):
+                raise
+            await asyncio.sleep(0.1)
+    raise RuntimeError("Sentinel did not start a failover")
+
+
+async def _followed(old: int, new: int, timeout: float = 60.0) -> None:
+    """Until the old master replicates from the new one: only then is its fate settled."""
+    r = redis.Redis(port=old, decode_responses=True)
+    try:
+        for _ in range(int(timeout / 0.1)):
+            try:
+                info = r.info("replication")
+            except redis.RedisError:
+                info = {}
+            following = info.get("role") == "slave" and info.get("master_port") == new
+            if following and info.get("master_link_status") == "up":
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        r.close()
+    raise RuntimeError(f"old master {old} did not follow {new}")
+
+
+async def _settled(sentinel: redis.Redis, timeout: float = 60.0) -> None:
+    """Until every replica Sentinel knows replicates from the master: right after an earlier
+    failover the old master may not have joined yet, and writes waiting for it would fail."""
+    for _ in range(int(timeout / 0.1)):
+        known = len(sentinel.sentinel_slaves("mymaster"))
+        r = redis.Redis(port=_master(sentinel), decode_responses=True)
+        try:
+            info = r.info("replication")
+        except redis.RedisError:
+            info = {}
+        finally:
+            r.close()
+        online = [
+            k
+            for k, v in info.items()
+            if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
+        ]
+        if info.get("role") == "master" and known and len(online) == known:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the Sentinel set did not settle")
+
+
+def _kill(port: int) -> None:
+    r = redis.Redis(port=port)
+    pid = int(r.info("server")["process_id"])
+    r.close()
+    os.kill(pid, signal.SIGKILL)
+
+
+async def write_through_failover(
+    settings: Settings, sentinel_port: int, writers: int = 4, after_s: float = 2.0, kill: bool = False
+) -> FailoverWrites:
+    """``writers`` connections put distinct KV entries without pause; 0.5 s in, a failover starts
+    (SENTINEL FAILOVER, or with ``kill`` a kill -9 of the master, which Sentinel notices after its
+    down-after time), and writing goes on ``after_s`` past Sentinel's switch."""
+    app = await start_client(settings)
+    addr = f"127.0.0.1:{app.app[REMOTING].port}"
+    acked: list[str] = []
+    refused_at: list[float] = []
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    async def writer(n: int) -> None:
+        async with await RemotingClient.connect(addr) as conn:
+            i = 0
+            while not stop.is_set():
+                key = f"w{n}-{i}"
+                i += 1
+                reply = await conn.invoke(100, {"namespace": NAMESPACE, "key": key, "value": key}, timeout=5)
+                if reply.code == 0:
+                    acked.append(key)
+                else:
+                    refused_at.append(loop.time())
+
+    sentinel = redis.Redis(port=sentinel_port)
+    result = FailoverWrites()
+    try:
+        await _settled(sentinel)
+        old = _master(sentinel)
+        tasks = [asyncio.create_task(writer(n)) for n in range(writers)]
+        await asyncio.sleep(0.5)
+        started = loop.time()
+        if kill:
+            _kill(old)
+        else:
+            await _fail_over(sentinel)
+        for _ in range(1500):
+            if _master(sentinel) != old:
+                break
+            await asyncio.sleep(0.02)
+        result.switch_s = loop.time() - started
+        new = _master(sentinel)
+        await asyncio.sleep(after_s)
+        stop.set()
+        await asyncio.gather(*tasks)
+        if not kill:  # a killed master's writes are settled: they are on the new master or gone
+            await _followed(old, new)
+        stored = redis.Redis(port=new, decode_responses=True)
+        table = stored.hgetall(app.app[STORE].k.kv(NAMESPACE))
+        stored.close()
+        result.acked = len(acked)
+        result.refused = len(refused_at)
+        result.lost = [k for k in acked if table.get(k) != k]
+        if refused_at:
+            result.error_window_s = max(refused_at) - min(refused_at)
+    finally:
+        sentinel.close()
+        await close_client(app)
+    return result
+
+
+async def _main(runs: int, replicas: int, redis_replicas: int, kill: bool) -> None:
+    from tests.redis_topologies import sentinel_setup
+
+    for run in range(runs):
+        # a kill leaves one server fewer: every run gets a set-up of its own
+        with sentinel_setup(redis_replicas) as (url, _, _, sentinel_port):
+            settings = Settings(
+                redisUrl=url,
+                namespace=f"t-{uuid.uuid4().hex[:8]}",
+                httpPort=0,
+                remotingPort=0,
+                listenHost="127.0.0.1",
+                redisWriteReplicas=replicas,
+            )
+            r = await write_through_failover(settings, sentinel_port, kill=kill)
+            print(
+                f"run {run + 1}: {'kill -9' if kill else 'SENTINEL FAILOVER'}, {redis_replicas} replica(s), "
+                f"redisWriteReplicas={replicas} acked {r.acked} refused {r.refused} "
+                f"lost {len(r.lost)} error window {r.error_window_s * 1000:.0f} ms "
+                f"switch {r.switch_s * 1000:.0f} ms",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--replicas", type=int, default=1, help="redisWriteReplicas")
+    p.add_argument("--redis-replicas", type=int, default=1, help="replicas of the Redis master")
+    p.add_argument("--kill", action="store_true", help="kill -9 the master instead of SENTINEL FAILOVER")
+    a = p.parse_args()
+    asyncio.run(_main(a.runs, a.replicas, a.redis_replicas, a.kill))
