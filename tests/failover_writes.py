@@ -51,27 +51,9 @@ async def _fail_over(sentinel: redis.Redis) -> None:
     raise RuntimeError("Sentinel did not start a failover")
 
 
-async def _followed(old: int, new: int, timeout: float = 60.0) -> None:
-    """Until the old master replicates from the new one: only then is its fate settled."""
-    r = redis.Redis(port=old, decode_responses=True)
-    try:
-        for _ in range(int(timeout / 0.1)):
-            try:
-                info = r.info("replication")
-            except redis.RedisError:
-                info = {}
-            following = info.get("role") == "slave" and info.get("master_port") == new
-            if following and info.get("master_link_status") == "up":
-                return
-            await asyncio.sleep(0.1)
-    finally:
-        r.close()
-    raise RuntimeError(f"old master {old} did not follow {new}")
-
-
-async def _settled(sentinel: redis.Redis, timeout: float = 60.0) -> None:
-    """Until every replica Sentinel knows replicates from the master: right after an earlier
-    failover the old master may not have joined yet, and writes waiting for it would fail."""
+async def _settled(sentinel: redis.Redis, replicas: int, timeout: float = 60.0) -> None:
+    """Until all ``replicas`` replicate from the master and Sentinel knows them: right after an
+    earlier failover the old master may not have joined yet, and writes waiting for it would fail."""
     for _ in range(int(timeout / 0.1)):
         known = len(sentinel.sentinel_slaves("mymaster"))
         r = redis.Redis(port=_master(sentinel), decode_responses=True)
@@ -86,7 +68,7 @@ async def _settled(sentinel: redis.Redis, timeout: float = 60.0) -> None:
             for k, v in info.items()
             if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"
         ]
-        if info.get("role") == "master" and known and len(online) == known:
+        if info.get("role") == "master" and known == replicas and len(online) == replicas:
             return
         await asyncio.sleep(0.1)
     raise RuntimeError("the Sentinel set did not settle")
@@ -100,9 +82,15 @@ def _kill(port: int) -> None:
 
 
 async def write_through_failover(
-    settings: Settings, sentinel_port: int, writers: int = 4, after_s: float = 2.0, kill: bool = False
+    settings: Settings,
+    sentinel_port: int,
+    writers: int = 4,
+    after_s: float = 2.0,
+    kill: bool = False,
+    replicas: int = 1,
 ) -> FailoverWrites:
-    """``writers`` connections put distinct KV entries without pause; 0.5 s in, a failover starts
+    """Once the set's ``replicas`` all follow the master, ``writers`` connections put distinct KV
+    entries without pause; 0.5 s in, a failover starts
     (SENTINEL FAILOVER, or with ``kill`` a kill -9 of the master, which Sentinel notices after its
     down-after time), and writing goes on ``after_s`` past Sentinel's switch."""
     app = await start_client(settings)
@@ -127,7 +115,7 @@ async def write_through_failover(
     sentinel = redis.Redis(port=sentinel_port)
     result = FailoverWrites()
     try:
-        await _settled(sentinel)
+        await _settled(sentinel, replicas)
         old = _master(sentinel)
         tasks = [asyncio.create_task(writer(n)) for n in range(writers)]
         await asyncio.sleep(0.5)
@@ -145,8 +133,7 @@ async def write_through_failover(
         await asyncio.sleep(after_s)
         stop.set()
         await asyncio.gather(*tasks)
-        if not kill:  # a killed master's writes are settled: they are on the new master or gone
-            await _followed(old, new)
+        # What the new master holds is the outcome: the old one, demoted, resyncs from it.
         stored = redis.Redis(port=new, decode_responses=True)
         table = stored.hgetall(app.app[STORE].k.kv(NAMESPACE))
         stored.close()
@@ -161,7 +148,7 @@ async def write_through_failover(
     return result
 
 
-async def _main(runs: int, replicas: int, redis_replicas: int, kill: bool) -> None:
+async def _main(runs: int, replicas: int, redis_replicas: int, kill: bool, after_s: float) -> None:
     from tests.redis_topologies import sentinel_setup
 
     for run in range(runs):
@@ -175,7 +162,9 @@ async def _main(runs: int, replicas: int, redis_replicas: int, kill: bool) -> No
                 listenHost="127.0.0.1",
                 redisWriteReplicas=replicas,
             )
-            r = await write_through_failover(settings, sentinel_port, kill=kill)
+            r = await write_through_failover(
+                settings, sentinel_port, after_s=after_s, kill=kill, replicas=redis_replicas
+            )
             print(
                 f"run {run + 1}: {'kill -9' if kill else 'SENTINEL FAILOVER'}, {redis_replicas} replica(s), "
                 f"redisWriteReplicas={replicas} acked {r.acked} refused {r.refused} "
@@ -191,5 +180,6 @@ if __name__ == "__main__":
     p.add_argument("--replicas", type=int, default=1, help="redisWriteReplicas")
     p.add_argument("--redis-replicas", type=int, default=1, help="replicas of the Redis master")
     p.add_argument("--kill", action="store_true", help="kill -9 the master instead of SENTINEL FAILOVER")
+    p.add_argument("--after", type=float, default=2.0, help="seconds of writing past Sentinel's switch")
     a = p.parse_args()
-    asyncio.run(_main(a.runs, a.replicas, a.redis_replicas, a.kill))
+    asyncio.run(_main(a.runs, a.replicas, a.redis_replicas, a.kill, a.after))

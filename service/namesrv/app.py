@@ -233,7 +233,12 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     # replica within half the bound of one another, so while they move they disagree for less
     # than the bound allows.
     following = asyncio.create_task(
-        follow_sentinel_master(app[REDIS], max(staleness_s / 2, 0.05)), name="sentinel-master"
+        follow_sentinel_master(
+            app[REDIS],
+            max(staleness_s / 2, 0.05),
+            on_replicas=store.note_replicas_up if base.redisWriteReplicas < 0 else None,
+        ),
+        name="sentinel-master",
     )
     await feed.start()
     lookups.start()

@@ -116,10 +116,11 @@ class Settings:
     redisWriteReplicas: int = _opt(
         0,
         "Answer a write only once this many replicas hold it (Redis WAIT); 0 answers once the master "
-        "has it. Set to the number of replicas under Sentinel, a failover loses no write a client "
-        "was told succeeded (fewer is not enough); writes then fail while a replica is missing. "
-        "Not with Redis Cluster.",
-        lo=0,
+        "has it. Under Sentinel, -1 (every replica the Sentinels consider up, at least 1) or the "
+        "number of replicas: a failover then loses no write a client was told succeeded (fewer is "
+        "not enough). A fixed number fails writes while a replica is missing; -1 only until the "
+        "Sentinels mark it down. Not with Redis Cluster.",
+        lo=-1,
         hi=16,
     )
     redisWriteReplicaTimeoutMillis: int = _opt(
@@ -525,8 +526,13 @@ def _check_write_replicas(settings: Settings) -> None:
         return
     if settings.embedded_redis:
         raise ConfigError("redisWriteReplicas: the embedded Redis (no redisUrl) has no replicas; set it to 0")
-    if urlsplit(settings.redisUrl).scheme.endswith("+cluster"):
+    scheme = urlsplit(settings.redisUrl).scheme
+    if scheme.endswith("+cluster"):
         raise ConfigError("redisWriteReplicas: not supported with Redis Cluster (redis+cluster://); set 0")
+    if settings.redisWriteReplicas < 0 and not scheme.endswith("+sentinel"):
+        raise ConfigError(
+            "redisWriteReplicas: -1 counts the replicas Sentinel reports: needs redis+sentinel://"
+        )
 
 
 def with_overrides(settings: Settings, overrides: Mapping[str, str], source: str) -> Settings:

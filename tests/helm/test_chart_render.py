@@ -152,8 +152,9 @@ def test_two_redis_sources_fail() -> None:
     assert "choose one Redis source, not redis.url and redis.existingSecret and redis.dev.enabled" in message
 
 
-def test_write_replicas_with_the_dev_redis_fail() -> None:
-    values = {"redis": {"url": "", "dev": {"enabled": True}}, "config": {"redisWriteReplicas": 1}}
+@pytest.mark.parametrize("replicas", [1, -1])
+def test_write_replicas_with_the_dev_redis_fail(replicas: int) -> None:
+    values = {"redis": {"url": "", "dev": {"enabled": True}}, "config": {"redisWriteReplicas": replicas}}
     message = render_error(values)
     assert "config.redisWriteReplicas needs a Redis with replicas; redis.dev has none" in message
 

@@ -32,13 +32,6 @@ def sentinel() -> Iterator[tuple[str, int, int, int]]:
         yield setup
 
 
-@pytest.fixture(scope="module")
-def sentinel2() -> Iterator[tuple[str, int, int, int]]:
-    """Two replicas: Sentinel reconfigures the second one before it reports the switch."""
-    with sentinel_setup(replicas=2) as setup:
-        yield setup
-
-
 def replicated_settings(url: str, replicas: int = 1, timeout_ms: int = 300) -> Settings:
     return Settings(
         redisUrl=url,
@@ -145,35 +138,69 @@ async def test_no_acknowledged_write_is_lost_in_a_sentinel_failover(
     assert result.acked > 100, result
 
 
-async def test_the_worker_follows_a_promotion_before_sentinel_masters_reports_it(
-    sentinel2: tuple[str, int, int, int],
-) -> None:
+async def test_the_worker_follows_a_promotion_before_sentinel_masters_reports_it() -> None:
     """With two replicas, SENTINEL MASTERS (what redis-py asks) names the old master until the
     other replica follows the new one; GET-MASTER-ADDR-BY-NAME names the promoted one at once."""
-    url, _, _, sentinel_port = sentinel2
-    client = make_client(url)
-    pool: Any = client.connection_pool
-    s = redis.Redis(port=sentinel_port, decode_responses=True)
-    try:
-        old = await pool.get_master_address()
-        s.execute_command("SENTINEL", "FAILOVER", "mymaster")
-        for _ in range(400):
-            ours = await pool.get_master_address()
-            if ours != old:
-                break
-            await asyncio.sleep(0.05)
-        state = s.sentinel_master("mymaster")  # SENTINEL MASTER: the same record as SENTINEL MASTERS
-        assert ours != old
-        assert (state["ip"], int(state["port"])) == old  # redis-py alone would still write to it
-    finally:
-        s.close()
-        await close_redis(client)
+    with sentinel_setup(replicas=2) as (url, _, _, sentinel_port):
+        client = make_client(url)
+        pool: Any = client.connection_pool
+        s = redis.Redis(port=sentinel_port, decode_responses=True)
+        try:
+            old = await pool.get_master_address()
+            s.execute_command("SENTINEL", "FAILOVER", "mymaster")
+            for _ in range(400):
+                ours = await pool.get_master_address()
+                if ours != old:
+                    break
+                await asyncio.sleep(0.05)
+            state = s.sentinel_master("mymaster")  # SENTINEL MASTER: the record SENTINEL MASTERS lists
+            assert ours != old
+            assert (state["ip"], int(state["port"])) == old  # redis-py alone would still write to it
+        finally:
+            s.close()
+            await close_redis(client)
 
 
-async def test_with_two_replicas_waiting_for_both_loses_nothing(sentinel2: tuple[str, int, int, int]) -> None:
-    """redisWriteReplicas below the number of replicas is not enough: the replica that is not
-    promoted confirms writes the promoted one never gets (README)."""
-    url, _, _, sentinel_port = sentinel2
-    result = await write_through_failover(replicated_settings(url, replicas=2, timeout_ms=500), sentinel_port)
+async def test_every_replica_sentinel_reports_up_loses_nothing() -> None:
+    """-1 with two replicas: a fixed count below the number of replicas is not enough, since the
+    replica that is not promoted confirms writes the promoted one never gets (README)."""
+    with sentinel_setup(replicas=2) as (url, _, _, sentinel_port):
+        settings = replicated_settings(url, replicas=-1, timeout_ms=500)
+        result = await write_through_failover(settings, sentinel_port, replicas=2)
     assert result.lost == [], result
     assert result.acked > 100, result
+
+
+async def test_writes_resume_once_sentinel_marks_a_lost_replica_down() -> None:
+    """-1 waits for the replicas Sentinel considers up: a killed replica fails writes only until
+    Sentinel's down-after time (2 s here), where a fixed count would fail them until it is back."""
+    with sentinel_setup(replicas=2) as (url, master, replica, sentinel_port):
+        app = await start_client(replicated_settings(url, replicas=-1, timeout_ms=200))
+        store = app.app[STORE]
+        try:
+            await store.kv_put("NS", "before", "1")
+            assert store.replicas_up == 2
+            r = redis.Redis(port=replica)
+            pid = int(r.info("server")["process_id"])
+            r.close()
+            os.kill(pid, signal.SIGKILL)
+            loop = asyncio.get_running_loop()
+            killed = loop.time()
+            remarks = set()
+            while True:
+                try:
+                    await store.kv_put("NS", "after", "2")
+                    break
+                except WriteNotReplicated as exc:
+                    remarks.add(exc.remark)
+                assert loop.time() - killed < 20, remarks
+            assert store.replicas_up == 1
+            assert remarks == {
+                "write not confirmed by 2 Redis replica(s) within 200 ms (redisWriteReplicas; 1 did): "
+                "the master has it, a failover may lose it; retry"
+            }
+            m = redis.Redis(port=master, decode_responses=True)
+            assert m.hget(store.k.kv("NS"), "after") == "2"
+            m.close()
+        finally:
+            await close_client(app)

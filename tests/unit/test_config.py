@@ -234,3 +234,13 @@ def test_write_replicas_with_a_sentinel_url_are_accepted() -> None:
     env = {"NAMESRV_REDIS_WRITE_REPLICAS": "2", "REDIS_URL": "redis+sentinel://127.0.0.1:26379/mymaster"}
     settings, _ = read_settings(environ=env)
     assert (settings.redisWriteReplicas, settings.redisWriteReplicaTimeoutMillis) == (2, 500)
+
+
+def test_write_replicas_from_sentinel_need_a_sentinel_url() -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_settings(environ={"NAMESRV_REDIS_WRITE_REPLICAS": "-1", "REDIS_URL": "redis://127.0.0.1:6379/0"})
+    assert str(refused.value) == (
+        "redisWriteReplicas: -1 counts the replicas Sentinel reports: needs redis+sentinel://"
+    )
+    env = {"NAMESRV_REDIS_WRITE_REPLICAS": "-1", "REDIS_URL": "redis+sentinel://127.0.0.1:26379/mymaster"}
+    assert read_settings(environ=env)[0].redisWriteReplicas == -1

@@ -228,7 +228,7 @@ Checks that must hold before anything is rendered; every message says what to ch
 {{- if gt (len $sources) 1 }}
 {{- fail (printf "namesrv: choose one Redis source, not %s." (join " and " $sources)) }}
 {{- end }}
-{{- if and $redis.dev.enabled (gt (int .Values.config.redisWriteReplicas) 0) }}
+{{- if and $redis.dev.enabled (ne (int .Values.config.redisWriteReplicas) 0) }}
 {{- fail "namesrv: config.redisWriteReplicas needs a Redis with replicas; redis.dev has none, so every write would fail. Set it to 0 for the dev Redis." }}
 {{- end }}
 {{- if $redis.url }}

@@ -187,7 +187,9 @@ def is_cluster(client: object) -> bool:
 _SENTINELS: dict[int, Sentinel] = {}
 
 
-async def follow_sentinel_master(client: Redis, interval: float) -> None:
+async def follow_sentinel_master(
+    client: Redis, interval: float, on_replicas: Callable[[int], None] | None = None
+) -> None:
     """For a Sentinel client, until cancelled: ask the Sentinels for the master every ``interval``
     s and, when it moved, move every connection to the new one. Sentinel promotes a replica
     before it demotes the old master; in between, connections still open to the old master read a
@@ -196,15 +198,20 @@ async def follow_sentinel_master(client: Redis, interval: float) -> None:
 
     The move is judged against the master this loop saw last, not the pool's: redis-py updates
     that itself whenever it opens a connection (dropping only idle ones), and connections that were
-    busy at that moment would go back to the pool still open to the old master, for good."""
-    if id(client) not in _SENTINELS:
+    busy at that moment would go back to the pool still open to the old master, for good.
+
+    ``on_replicas`` is told, at start and after every round, how many replicas of the master the
+    Sentinels do not consider down (redisWriteReplicas = -1)."""
+    sentinel = _SENTINELS.get(id(client))
+    if sentinel is None:
         return
     pool: Any = client.connection_pool
     seen = pool.master_address
     failing = False
     while True:
-        await asyncio.sleep(interval)
         try:
+            if on_replicas is not None:
+                on_replicas(len(await sentinel.discover_slaves(pool.service_name)))
             master = await pool.get_master_address()
             if seen is not None and master != seen:
                 log.warning("Redis Sentinel: master moved from %s to %s; reconnecting", seen, master)
@@ -220,6 +227,7 @@ async def follow_sentinel_master(client: Redis, interval: float) -> None:
             if not failing:
                 log.warning("Redis Sentinel: cannot ask for the master (%s: %s)", type(exc).__name__, exc)
             failing = True
+        await asyncio.sleep(interval)
 
 
 async def close_client(client: Redis) -> None:

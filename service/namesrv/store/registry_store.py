@@ -109,8 +109,10 @@ class RegistryStore:
         self.health = health
         self.timeout_s = timeout_s
         self._count_failure = count_failure  # a call that failed for good (namesrv_redis_errors_total)
-        # A write a client is told succeeded must be on this many replicas first (redisWriteReplicas).
+        # A write a client is told succeeded must be on this many replicas first (redisWriteReplicas;
+        # -1: every replica the Sentinels consider up, as note_replicas_up last heard).
         self.write_replicas = write_replicas
+        self.replicas_up = 1
         self.write_replica_timeout_ms = write_replica_timeout_ms
         self._count_unreplicated = count_unreplicated
 
@@ -156,6 +158,8 @@ class RegistryStore:
         replicas = self.write_replicas
         if not replicas or not acked:
             return await self._call(name, keys, args)
+        if replicas < 0:
+            replicas = self.replicas_up
         timeout_ms = self.write_replica_timeout_ms
         reply, held = await self._bounded(
             lambda: self.scripts.call_replicated(name, keys, args, replicas, timeout_ms), timeout_ms / 1000
@@ -167,6 +171,11 @@ class RegistryStore:
                 f"(redisWriteReplicas; {held} did): the master has it, a failover may lose it; retry"
             )
         return reply
+
+    def note_replicas_up(self, count: int) -> None:
+        """How many replicas the Sentinels consider up; never below 1, so a master left without
+        replicas fails writes instead of answering writes a failover would lose."""
+        self.replicas_up = max(1, count)
 
     async def _q(self, command: Callable[[], Awaitable[Any]]) -> Any:
         """A plain read (the client decodes replies to str)."""
