@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import signal
-import uuid
 from dataclasses import dataclass, field
 
 import redis
@@ -22,6 +22,7 @@ from namesrv.config import Settings
 from namesrv.keys import REMOTING, STORE
 from namesrv.sim.client import RemotingClient
 from tests.conftest import close_client, start_client
+from tests.redis_topologies import sentinel_setup, topology_settings
 
 NAMESPACE = "FAILOVER"
 
@@ -35,11 +36,17 @@ class FailoverWrites:
     switch_s: float = 0.0  # SENTINEL FAILOVER until Sentinel names the new master
 
 
+def replicated_settings(url: str, replicas: int = 1, timeout_ms: int = 300) -> Settings:
+    return dataclasses.replace(
+        topology_settings(url), redisWriteReplicas=replicas, redisWriteReplicaTimeoutMillis=timeout_ms
+    )
+
+
 def _master(sentinel: redis.Redis) -> int:
     return int(sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")[1])
 
 
-async def _fail_over(sentinel: redis.Redis) -> None:
+async def fail_over(sentinel: redis.Redis) -> None:
     for _ in range(300):  # right after another failover Sentinel may not take a new one yet
         try:
             sentinel.execute_command("SENTINEL", "FAILOVER", "mymaster")
@@ -123,7 +130,7 @@ async def write_through_failover(
         if kill:
             _kill(old)
         else:
-            await _fail_over(sentinel)
+            await fail_over(sentinel)
         for _ in range(1500):
             if _master(sentinel) != old:
                 break
@@ -149,19 +156,10 @@ async def write_through_failover(
 
 
 async def _main(runs: int, replicas: int, redis_replicas: int, kill: bool, after_s: float) -> None:
-    from tests.redis_topologies import sentinel_setup
-
     for run in range(runs):
         # a kill leaves one server fewer: every run gets a set-up of its own
         with sentinel_setup(redis_replicas) as (url, _, _, sentinel_port):
-            settings = Settings(
-                redisUrl=url,
-                namespace=f"t-{uuid.uuid4().hex[:8]}",
-                httpPort=0,
-                remotingPort=0,
-                listenHost="127.0.0.1",
-                redisWriteReplicas=replicas,
-            )
+            settings = replicated_settings(url, replicas, timeout_ms=500)
             r = await write_through_failover(
                 settings, sentinel_port, after_s=after_s, kill=kill, replicas=redis_replicas
             )

@@ -9,11 +9,13 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import redis
 
+from namesrv.config import Settings
 from namesrv.procs import die_with_parent
 from namesrv.store.embedded import find_redis_server, free_port
 
@@ -160,3 +162,16 @@ def cluster_setup(nodes: int = 3) -> Iterator[str]:
             yield "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in ports)
         finally:
             _stop(procs)
+
+
+def topology_settings(url: str) -> Settings:
+    return Settings(
+        redisUrl=url,
+        namespace=f"t-{uuid.uuid4().hex[:8]}",
+        httpPort=0,
+        remotingPort=0,
+        listenHost="127.0.0.1",
+        scanNotActiveBrokerInterval=200,
+        registerChunkTopics=40,
+        allowRemoteConfigUpdate=True,
+    )

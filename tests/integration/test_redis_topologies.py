@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,8 @@ from namesrv.sim.client import RemotingClient
 from namesrv.store.redis_client import close_client as close_redis
 from namesrv.store.redis_client import follow_sentinel_master, is_cluster, make_client
 from tests.conftest import close_client, start_client
-from tests.redis_topologies import cluster_setup, sentinel_setup
+from tests.failover_writes import fail_over
+from tests.redis_topologies import cluster_setup, sentinel_setup, topology_settings
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +32,6 @@ def sentinel() -> Iterator[tuple[str, int, int, int]]:
 def cluster() -> Iterator[str]:
     with cluster_setup() as url:
         yield url
-
-
-def topology_settings(url: str) -> Settings:
-    return Settings(
-        redisUrl=url,
-        namespace=f"t-{uuid.uuid4().hex[:8]}",
-        httpPort=0,
-        remotingPort=0,
-        listenHost="127.0.0.1",
-        scanNotActiveBrokerInterval=200,
-        registerChunkTopics=40,
-        allowRemoteConfigUpdate=True,
-    )
 
 
 async def exercise(settings: Settings) -> None:
@@ -180,14 +167,7 @@ async def test_a_connection_busy_when_the_master_moves_does_not_stay_on_the_old_
         await asyncio.sleep(0.1)  # the follower has seen the master once
         busy = await pool.get_connection()
         old = busy.port
-        for _ in range(150):  # after the other failover test the old master takes a while to follow
-            try:
-                s.execute_command("SENTINEL", "FAILOVER", "mymaster")
-                break
-            except redis.ResponseError as exc:
-                if not str(exc).startswith(("NOGOODSLAVE", "INPROG")):
-                    raise
-                await asyncio.sleep(0.1)
+        await fail_over(s)  # after the other failover test the old master takes a while to follow
         for _ in range(100):
             if int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")[1]) != old:
                 break

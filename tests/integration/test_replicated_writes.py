@@ -7,14 +7,12 @@ import asyncio
 import dataclasses
 import os
 import signal
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
-from namesrv.config import Settings
 from namesrv.domain.errors import WriteNotReplicated
 from namesrv.keys import METRICS, REMOTING, STORE
 from namesrv.sim.broker import SimBroker, topic_configs
@@ -22,7 +20,7 @@ from namesrv.sim.client import RemotingClient
 from namesrv.store.redis_client import close_client as close_redis
 from namesrv.store.redis_client import make_client
 from tests.conftest import close_client, start_client
-from tests.failover_writes import write_through_failover
+from tests.failover_writes import replicated_settings, write_through_failover
 from tests.redis_topologies import sentinel_setup
 
 
@@ -30,18 +28,6 @@ from tests.redis_topologies import sentinel_setup
 def sentinel() -> Iterator[tuple[str, int, int, int]]:
     with sentinel_setup() as setup:
         yield setup
-
-
-def replicated_settings(url: str, replicas: int = 1, timeout_ms: int = 300) -> Settings:
-    return Settings(
-        redisUrl=url,
-        namespace=f"t-{uuid.uuid4().hex[:8]}",
-        httpPort=0,
-        remotingPort=0,
-        listenHost="127.0.0.1",
-        redisWriteReplicas=replicas,
-        redisWriteReplicaTimeoutMillis=timeout_ms,
-    )
 
 
 def _master_port(sentinel_port: int) -> int:
