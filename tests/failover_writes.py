@@ -81,11 +81,24 @@ async def _settled(sentinel: redis.Redis, replicas: int, timeout: float = 60.0) 
     raise RuntimeError("the Sentinel set did not settle")
 
 
-def _kill(port: int) -> None:
+def signal_server(port: int, sig: signal.Signals) -> int:
+    """Send ``sig`` to the redis-server on ``port`` (kill -9, SIGSTOP, SIGCONT); returns its pid."""
     r = redis.Redis(port=port)
-    pid = int(r.info("server")["process_id"])
-    r.close()
-    os.kill(pid, signal.SIGKILL)
+    try:
+        pid = int(r.info("server")["process_id"])
+    finally:
+        r.close()
+    os.kill(pid, sig)
+    return pid
+
+
+def master_port(sentinel_port: int) -> int:
+    """The master's port as the Sentinel on ``sentinel_port`` names it now."""
+    s = redis.Redis(port=sentinel_port)
+    try:
+        return _master(s)
+    finally:
+        s.close()
 
 
 async def write_through_failover(
@@ -128,7 +141,7 @@ async def write_through_failover(
         await asyncio.sleep(0.5)
         started = loop.time()
         if kill:
-            _kill(old)
+            signal_server(old, signal.SIGKILL)
         else:
             await fail_over(sentinel)
         for _ in range(1500):

@@ -20,7 +20,7 @@ from namesrv.sim.client import RemotingClient
 from namesrv.store.redis_client import close_client as close_redis
 from namesrv.store.redis_client import make_client
 from tests.conftest import close_client, start_client
-from tests.failover_writes import replicated_settings, write_through_failover
+from tests.failover_writes import master_port, replicated_settings, signal_server, write_through_failover
 from tests.redis_topologies import sentinel_setup
 
 
@@ -30,19 +30,11 @@ def sentinel() -> Iterator[tuple[str, int, int, int]]:
         yield setup
 
 
-def _master_port(sentinel_port: int) -> int:
-    s = redis.Redis(port=sentinel_port)
-    try:
-        return int(s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")[1])
-    finally:
-        s.close()
-
-
 async def test_a_write_waits_for_the_replica_and_fails_clearly_without_it(
     sentinel: tuple[str, int, int, int],
 ) -> None:
     url, _, _, sentinel_port = sentinel
-    master = _master_port(sentinel_port)
+    master = master_port(sentinel_port)
     replica_port = next(p for p in sentinel[1:3] if p != master)
     replica = redis.Redis(port=replica_port, decode_responses=True)
     app = await start_client(replicated_settings(url, timeout_ms=300))
@@ -52,8 +44,7 @@ async def test_a_write_waits_for_the_replica_and_fails_clearly_without_it(
             await store.kv_put("NS", f"k{i}", f"v{i}")
             assert replica.hget(store.k.kv("NS"), f"k{i}") == f"v{i}"
 
-        pid = int(replica.info("server")["process_id"])
-        os.kill(pid, signal.SIGSTOP)
+        pid = signal_server(replica_port, signal.SIGSTOP)
         try:
             loop = asyncio.get_running_loop()
             started = loop.time()
@@ -97,7 +88,7 @@ async def test_a_registration_waits_once_after_its_last_chunk(sentinel: tuple[st
         return await original(name, *args)
 
     store.scripts.call_replicated = counting
-    replica_port = next(p for p in sentinel[1:3] if p != _master_port(sentinel_port))
+    replica_port = next(p for p in sentinel[1:3] if p != master_port(sentinel_port))
     replica = redis.Redis(port=replica_port, decode_responses=True)
     try:
         async with await RemotingClient.connect(f"127.0.0.1:{app.app[REMOTING].port}") as conn:
@@ -166,10 +157,7 @@ async def test_writes_resume_once_sentinel_marks_a_lost_replica_down() -> None:
         try:
             await store.kv_put("NS", "before", "1")
             assert store.replicas_up == 2
-            r = redis.Redis(port=replica)
-            pid = int(r.info("server")["process_id"])
-            r.close()
-            os.kill(pid, signal.SIGKILL)
+            signal_server(replica, signal.SIGKILL)
             loop = asyncio.get_running_loop()
             killed = loop.time()
             remarks = set()
