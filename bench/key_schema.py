@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 import redis
 
-from bench.redis_launcher import spawn_redis, wait_for_ping
+from bench.redis_launcher import local_redis
 
 QUEUE = '{"brokerName":"%s","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}'
 CHUNK = 1000  # topics per script call, as registerChunkTopics
@@ -96,27 +94,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--reads", type=int, default=2000, help="route reads per broker-name count")
     parser.add_argument("--broker-names", type=int, nargs="+", default=[2, 16, 64, 256])
     opts = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="key-schema-") as tmp:
-        popen, url = spawn_redis(Path(tmp))
-        try:
-            wait_for_ping(url, popen)
-            r = redis.Redis.from_url(url)
-            topics = [f"topic-{i:05d}" for i in range(opts.topics)]
-            per_topic = new_broker_ms(r, topics, False, opts.rounds)
-            per_broker = new_broker_ms(r, topics, True, opts.rounds)
-            print(f"new broker, {opts.topics:,} topics, Redis time (median of {opts.rounds}):")
-            print(f"  hash per topic (now)     {per_topic:7.1f} ms")
-            print(f"  hash per broker name     {per_broker:7.1f} ms ({per_topic / per_broker:.1f}x less)")
-            print("route read of a topic on 2 broker names, Redis time per read:")
-            for count in opts.broker_names:
-                now_us, alt_us = read_us(r, count, opts.reads)
-                print(
-                    f"  {count:4d} broker names: now {now_us:6.1f} µs, "
-                    f"hash per broker name {alt_us:7.1f} µs ({alt_us / now_us:.1f}x)"
-                )
-        finally:
-            popen.kill()
-            popen.wait()
+    with local_redis() as url:
+        r = redis.Redis.from_url(url)
+        topics = [f"topic-{i:05d}" for i in range(opts.topics)]
+        per_topic = new_broker_ms(r, topics, False, opts.rounds)
+        per_broker = new_broker_ms(r, topics, True, opts.rounds)
+        print(f"new broker, {opts.topics:,} topics, Redis time (median of {opts.rounds}):")
+        print(f"  hash per topic (now)     {per_topic:7.1f} ms")
+        print(f"  hash per broker name     {per_broker:7.1f} ms ({per_topic / per_broker:.1f}x less)")
+        print("route read of a topic on 2 broker names, Redis time per read:")
+        for count in opts.broker_names:
+            now_us, alt_us = read_us(r, count, opts.reads)
+            print(
+                f"  {count:4d} broker names: now {now_us:6.1f} µs, "
+                f"hash per broker name {alt_us:7.1f} µs ({alt_us / now_us:.1f}x)"
+            )
 
 
 if __name__ == "__main__":

@@ -1,16 +1,18 @@
 """One way to start a private ``redis-server`` for the bench and the tests.
 
 A server on a free loopback port with no persistence, tied to its parent (it dies with it), and a
-wait until it answers PING. The bench (``bench.procs.start_redis``) and the tests
-(``tests.redis_server.local_redis``) both start theirs here; neither this module nor the bench
-depends on pytest.
+wait until it answers PING. The bench (``bench.procs.start_redis``, ``bench.key_schema``) and the
+tests (:func:`local_redis`, through ``tests.redis_server``) both start theirs here; neither this
+module nor the bench depends on pytest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -85,3 +87,16 @@ def stop_redis(popen: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         popen.kill()
         popen.wait()
+
+
+@contextlib.contextmanager
+def local_redis(extra_args: tuple[str, ...] = ()) -> Iterator[str]:
+    """A private server for the length of a ``with`` block, its data and log in a temporary
+    folder; yields its URL once it answers PING."""
+    with tempfile.TemporaryDirectory(prefix="namesrv-test-redis-") as tmp:
+        popen, url = spawn_redis(Path(tmp), logfile=Path(tmp) / "redis.log", extra_args=extra_args)
+        try:
+            wait_for_ping(url, popen, tries=200)
+            yield url
+        finally:
+            stop_redis(popen)

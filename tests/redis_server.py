@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import tempfile
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from bench.redis_launcher import spawn_redis, stop_redis, wait_for_ping
+from bench.redis_launcher import local_redis
 
-
-@contextlib.contextmanager
-def local_redis(extra_args: tuple[str, ...] = ()) -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="namesrv-test-redis-") as tmp:
-        popen, url = spawn_redis(Path(tmp), logfile=Path(tmp) / "redis.log", extra_args=extra_args)
-        try:
-            wait_for_ping(url, popen, tries=200)
-            yield url
-        finally:
-            stop_redis(popen)
+__all__ = ["local_redis", "redis_for_tests"]
 
 
 def _container() -> Any:

@@ -11,11 +11,12 @@ failover or ``SCRIPT FLUSH`` costs one extra round trip). :meth:`ScriptRegistry.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
@@ -157,14 +158,20 @@ class ScriptRegistry:
         if len(keys) < script.num_keys or (len(keys) > script.num_keys and not script.variadic):
             raise ScriptError(f"{name} takes {script.num_keys} keys, got {len(keys)}")
 
-    async def call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        self._check(name, keys)
+    @contextlib.contextmanager
+    def _observed(self, name: str) -> Iterator[None]:
+        """Times one call of ``name`` for ``observe`` (the script latency histogram)."""
         started = time.perf_counter()
         try:
-            return await self._bound[name](keys=list(keys), args=list(args))
+            yield
         finally:
             if self._observe:
                 self._observe(name, time.perf_counter() - started)
+
+    async def call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        self._check(name, keys)
+        with self._observed(name):
+            return await self._bound[name](keys=list(keys), args=list(args))
 
     async def call_replicated(
         self, name: str, keys: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
@@ -173,19 +180,15 @@ class ScriptRegistry:
         replicas hold every write up to it."""
         self._check(name, keys)
         script = self.scripts[name]
-        started = time.perf_counter()
-        try:
+        with self._observed(name):
             reply, acked = await self._evalsha_then_wait(script, keys, args, replicas, timeout_ms)
             if isinstance(reply, NoScriptError):  # Redis restarted or failed over
                 await self.redis.script_load(script.source)
                 reply, acked = await self._evalsha_then_wait(script, keys, args, replicas, timeout_ms)
-            for result in (reply, acked):
-                if isinstance(result, BaseException):
-                    raise result
-            return reply, int(acked)
-        finally:
-            if self._observe:
-                self._observe(name, time.perf_counter() - started)
+        for result in (reply, acked):
+            if isinstance(result, BaseException):
+                raise result
+        return reply, int(acked)
 
     async def _evalsha_then_wait(
         self, script: LuaScript, keys: Sequence[str], args: Sequence[Any], replicas: int, timeout_ms: int
