@@ -21,8 +21,9 @@
   ARGV[3]  change-log length
   ARGV[4]  number of broker names N, then N broker names (one per variadic key)
 
-  Returns: {1, removed} with the number of queues removed; or {-3, name...} when the topic holds
-  queues of broker names not passed (call again with them): nothing was changed.
+  Returns: {status, value...}
+    status 1, then the number of queues removed; or -3, then the broker names the topic holds
+    queues of that were not passed (call again with them): nothing was changed.
   Complexity: O(broker names of the topic).
 ]]
 --- @include "common"

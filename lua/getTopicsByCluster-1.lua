@@ -11,8 +11,9 @@
   ARGV[1]  clusterName
   ARGV[2]  number of broker names N, then N broker names (one per variadic key)
 
-  Returns: {1, topic...}; or {-3, name...} listing the cluster's broker names when the caller
-  passed others (call again with those).
+  Returns: {status, value...}
+    status 1, then the cluster's topics; or -3, then the cluster's broker names when the caller
+    passed others (call again with those).
   Complexity: O(topics of the cluster).
 ]]
 local cluster, n = ARGV[1], tonumber(ARGV[2])

@@ -12,7 +12,7 @@
   ARGV[4]  '1' when a value was given, '0' for null
   ARGV[5]  change-log length
 
-  Returns: {1}
+  Returns: {done}: always 1.
   The change-log entry carries the value's length and SHA-1, never the value: the log must not
   hold a second, untrimmed copy of whatever a client puts.
 

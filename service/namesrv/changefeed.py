@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -37,7 +37,8 @@ from redis.exceptions import RedisError
 from namesrv.aio import cancel_and_wait, raise_if_cancelling, within
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace
-from namesrv.store.script_args import FeedStatus, ReadChangesArgs
+from namesrv.store.script_args import FeedReply, FeedStatus, ReadChangesArgs
+from namesrv.store.script_call import CallContext
 from namesrv.store.scripts import ScriptRegistry
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,8 @@ class ChangeFeed:
     ) -> None:
         self.scripts = scripts
         self.k = keyspace
+        # readChanges takes neither the change-log length nor a worker id: it only reads
+        self.ctx = CallContext(keyspace, "", "")
         self.health = health
         self.poll_interval = poll_interval
         self.timeout_s = timeout_s
@@ -223,7 +226,7 @@ class ChangeFeed:
             self._poll_issued = issued
             try:
                 poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH)
-                reply: Any = await within(self.timeout_s, self._read(poll))
+                reply = await within(self.timeout_s, self._read(poll))
             except asyncio.CancelledError:
                 self._poll_issued = None
                 self._settle_in_flight(False)
@@ -270,18 +273,18 @@ class ChangeFeed:
         if ending is not None and not ending.done():
             ending.set_result(applied)
 
-    async def _read(self, poll: ReadChangesArgs) -> Any:
+    async def _read(self, poll: ReadChangesArgs) -> FeedReply:
         """One poll. A connection Redis closed while it was idle in the pool (a Redis restart or
         failover a moment ago, a server-side timeout) fails on first use: that says nothing about
         Redis now, so the poll is sent once more, on a fresh connection, before Redis counts as
         down (which would fail every lookup that needs Redis until the next poll)."""
         try:
-            return await self.scripts.call(poll.SCRIPT, poll.keys(self.k), poll.argv())
+            return await self.scripts.run(poll, self.ctx)
         except RedisConnectionError:
-            return await self.scripts.call(poll.SCRIPT, poll.keys(self.k), poll.argv())
+            return await self.scripts.run(poll, self.ctx)
 
-    async def _apply(self, reply: list[Any]) -> int:
-        instance, status, last_id, entries = str(reply[0]), FeedStatus(int(reply[1])), str(reply[2]), reply[3]
+    async def _apply(self, reply: FeedReply) -> int:
+        instance, status, last_id, entries = reply
         self.instance = instance
         lasted = self.health.mark_up()
         if lasted is not None:

@@ -112,7 +112,7 @@ async def test_set_write_perm_refuses_an_unknown_mode_and_changes_nothing(
     await service.register_broker(register(topics={"T": (8, 8, 6, 0), "Other": (8, 8, 6, 0)}))
     k = service.store.k
     before = await redis.xlen(k.events)
-    reply = await service.store._call(
+    reply = await service.store.scripts.call(
         "setWritePerm", [k.routever, k.events, k.bdigest, k.topic("T")], ["broker-a", 100, "x", 1, "T"]
     )
     assert reply == [-5]

@@ -16,8 +16,10 @@ from namesrv.store.registration_args import (
     TopicWrite,
     WriteMode,
 )
+from namesrv.store.script_call import CallContext
 
 LUA = Path(__file__).resolve().parents[2] / "lua"
+CTX = CallContext(Keyspace("ns"), "100", "w")
 
 
 def header(name: str) -> str:
@@ -53,7 +55,7 @@ def test_register_broker_args_match_the_header() -> None:
     )
     keys = args.keys(Keyspace("ns"))
     assert len(keys) == len(key_names(text)) == 15
-    assert fixed_argv(text) == list(range(1, len(args.argv("w", "100")) + 1))
+    assert fixed_argv(text) == list(range(1, len(args.argv(CTX)) + 1))
     # the header names each key's pattern; the object fills the same ones, in that order
     for pattern, key in zip(key_names(text), keys, strict=True):
         assert key.startswith(pattern.split("<", 1)[0])
@@ -74,7 +76,7 @@ def test_register_topics_args_match_the_header() -> None:
     assert keys[len(fixed) :] == ["{ns}:topic:T", "{ns}:topic:R", "{ns}:mapping:M"]
     for pattern, key in zip(fixed, keys, strict=False):
         assert key.startswith(pattern.split("<", 1)[0])
-    argv = chunk.argv("100", Keyspace("ns"))
+    argv = chunk.argv(CTX)
     documented = fixed_argv(text)
     assert documented == list(range(1, len(documented) + 1))
     assert argv[len(documented) :] == ["{}", "R", "M", "{}"]
@@ -89,7 +91,7 @@ def test_register_topics_args_match_the_header() -> None:
 def test_register_topics_sends_no_upserted_text_for_names_that_need_escaping() -> None:
     # the script builds that text itself then, with cjson's escaping
     writes = [TopicWrite("a/b", "{}"), TopicWrite("T", "{}")]
-    argv = RegisterTopicsArgs("c", "a:1", "b", "tok", True, 0, writes).argv("100", Keyspace("ns"))
+    argv = RegisterTopicsArgs("c", "a:1", "b", "tok", True, 0, writes).argv(CTX)
     assert argv[12:14] == ["0", ""]
     empty = RegisterTopicsArgs("c", "a:1", "b", "tok", True, 0, [])
-    assert empty.argv("100", Keyspace("ns"))[12:14] == ["1", ""]
+    assert empty.argv(CTX)[12:14] == ["1", ""]

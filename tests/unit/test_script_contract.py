@@ -1,14 +1,14 @@
-"""Every script and its Python arguments object agree, read from the scripts themselves: the KEYS
-and ARGV the object packs are those the header documents, in that order, and the statuses the
-Python enums name are exactly those the script returns (registration_args' and script_args').
+"""Every script and its Python call object agree, read from the scripts themselves: the KEYS and
+ARGV the object packs are those the header documents, in that order; the reply it decodes is the
+table the header's ``Returns:`` names, and every table the script returns has that shape; the
+statuses the Python enums name are exactly those the script returns.
 
-The registration pair's ARGV layout is checked in test_registration_contract.py; its statuses are
-checked here too, so every status enum is held against its script in one place."""
+The registration pair's ARGV layout is checked in test_registration_contract.py; its reply and
+statuses are checked here too, so every call object is held against its script in one place."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from namesrv.store.keyspace import Keyspace
-from namesrv.store.registration_args import RegisterStatus, TopicsStatus
+from namesrv.store.registration_args import (
+    BodyFacts,
+    RegisterBrokerArgs,
+    RegisterStatus,
+    RegisterTopicsArgs,
+    TopicsStatus,
+    TopicWrite,
+)
 from namesrv.store.script_args import (
     CleanTopicsArgs,
     DeleteTopicArgs,
@@ -39,10 +46,12 @@ from namesrv.store.script_args import (
     UnregisterStatus,
     UpdateConfigArgs,
 )
+from namesrv.store.script_call import CallContext, ReplyShapeError
 
 LUA = Path(__file__).resolve().parents[2] / "lua"
 K = Keyspace("ns")
 MAX_LEN, WORKER = "<maxLen>", "<worker>"
+CTX = CallContext(K, MAX_LEN, WORKER)
 
 
 def script(name: str) -> tuple[Path, str, str]:
@@ -69,28 +78,14 @@ class Case:
     documented ARGV (a word its line holds, the value the object puts there)."""
 
     args: Any
-    argv: Callable[[Any], list[Any]]
     documented: list[tuple[str, Any]]
     variadic_keys: list[str]  # the keys after the fixed ones, in order
     variadic_argv: list[Any]  # the ARGV after the documented ones, in order
 
 
-def _with_worker(a: Any) -> list[Any]:
-    return list(a.argv(MAX_LEN, WORKER))
-
-
-def _with_len(a: Any) -> list[Any]:
-    return list(a.argv(MAX_LEN))
-
-
-def _plain(a: Any) -> list[Any]:
-    return list(a.argv())
-
-
 CASES = [
     Case(
         UnregisterArgs("C", "A:1", "B", 3, 42, "close"),
-        _with_worker,
         [
             ("clusterName", "C"),
             ("brokerAddr", "A:1"),
@@ -106,49 +101,42 @@ CASES = [
     ),
     Case(
         ExpireArgs(7),
-        _with_worker,
         [("most brokers", 7), ("change-log", MAX_LEN), ("worker", WORKER)],
         [],
         [],
     ),
     Case(
         CleanTopicsArgs("B", ["T1", "T2"], True),
-        _with_len,
         [("brokerName", "B"), ("last chunk", "1"), ("change-log", MAX_LEN), ("number of topics", 2)],
         ["{ns}:topic:T1", "{ns}:topic:T2"],
         ["T1", "T2"],
     ),
     Case(
         HeartbeatArgs("C", "A:1", "322"),
-        _with_worker,
         [("member", "C/A:1"), ("change-log", MAX_LEN), ("request code", "322"), ("worker", WORKER)],
         [],
         [],
     ),
     Case(
         SetPermArgs("B", ["T1"], PermMode.WIPE),
-        _with_len,
         [("brokerName", "B"), ("change-log", MAX_LEN), ('"wipe" or "add"', "wipe"), ("number of topics", 1)],
         ["{ns}:topic:T1"],
         ["T1"],
     ),
     Case(
         DeleteTopicArgs("T", "C", ["B1", "B2"]),
-        _with_len,
         [("topic", "T"), ("clusterName", "C"), ("change-log", MAX_LEN), ("number of broker names", 2)],
         ["{ns}:btopics:B1", "{ns}:btopics:B2"],
         ["B1", "B2"],
     ),
     Case(
         RegisterTopicArgs("T", [("B1", "{q1}", 0), ("B2", "{q2}", 1)]),
-        _with_len,
         [("topic", "T"), ("change-log", MAX_LEN), ("number of queues", 2)],
         ["{ns}:btopics:B1", "{ns}:btopics:B2"],
         ["B1", "{q1}", 0, "B2", "{q2}", 1],
     ),
     Case(
         KvPutArgs("NS", "key", "value"),
-        _with_len,
         [
             ("namespace", "NS"),
             ("key", "key"),
@@ -161,30 +149,26 @@ CASES = [
     ),
     Case(
         KvDeleteArgs("NS", "key"),
-        _with_len,
         [("namespace", "NS"), ("key", "key"), ("change-log", MAX_LEN)],
         [],
         [],
     ),
     Case(
         UpdateConfigArgs({"a": "1", "b": "2"}, '{"a":"1","b":"2"}'),
-        _with_len,
         [("change-log", MAX_LEN), ("JSON object", '{"a":"1","b":"2"}')],
         [],
         ["a", "1", "b", "2"],
     ),
-    Case(RouteInfoArgs("T", True), _plain, [("topic", "T"), ("orderTopicConf", "1")], [], []),
-    Case(GetBrokersArgs(["B1", "B2"]), _plain, [("'0' for only the broker names", "0")], [], ["B1", "B2"]),
+    Case(RouteInfoArgs("T", True), [("topic", "T"), ("orderTopicConf", "1")], [], []),
+    Case(GetBrokersArgs(["B1", "B2"]), [("'0' for only the broker names", "0")], [], ["B1", "B2"]),
     Case(
         TopicsByClusterArgs("C", ["B1"]),
-        _plain,
         [("clusterName", "C"), ("number of broker names", 1)],
         ["{ns}:btopics:B1"],
         ["B1"],
     ),
     Case(
         ReadChangesArgs("inst", "fresh", "1-0", 500),
-        _plain,
         [
             ("instance id the worker knows", "inst"),
             ("fresh random id", "fresh"),
@@ -213,7 +197,7 @@ def test_arguments_object_packs_what_the_header_documents(case: Case) -> None:
     # ARGV: every documented one, in order, holds what the header says; then the variadic tail
     lines = argv_lines(header)
     assert sorted(lines) == list(range(1, len(case.documented) + 1))
-    argv = case.argv(case.args)
+    argv = case.args.argv(CTX)
     for i, (word, value) in enumerate(case.documented, start=1):
         assert word in lines[i], f"ARGV[{i}] is documented as {lines[i]!r}, expected {word!r}"
         assert argv[i - 1] == value, f"ARGV[{i}] ({lines[i]!r})"
@@ -225,14 +209,71 @@ def test_every_script_but_the_registration_pair_has_an_arguments_object() -> Non
     assert covered == {p.name.rsplit("-", 1)[0] for p in LUA.glob("*.lua")}
 
 
+CALLS = [case.args for case in CASES] + [
+    RegisterBrokerArgs(
+        "c", "a:1", "b", 0, "", None, 30000, None, "t", False, "h", BodyFacts("{}", 0, None, 2, "d", False)
+    ),
+    RegisterTopicsArgs("c", "a:1", "b", "t", True, 0, [TopicWrite("T", "{}")]),
+]
+
+
+def returns_names(header: str) -> list[str]:
+    """The names of the table the header's ``Returns:`` line shows: ``{a, b, name...}``."""
+    found = re.search(r"Returns:\s*\{([^}]*)\}", header)
+    assert found, "no Returns: {...} table in the header"
+    return [name.strip() for name in found.group(1).split(",")]
+
+
+def returned_tables(body: str) -> list[list[str]]:
+    """Every literal table after a ``return`` in the script, split at its top-level commas."""
+    tables = []
+    for match in re.finditer(r"\breturn\s*\{", body):
+        depth, start, parts = 1, match.end(), []
+        i = start
+        while depth:
+            ch = body[i]
+            if ch in "'\"":  # a string literal: its brackets and commas are text
+                i = body.index(ch, i + 1)
+            elif ch in "{(":
+                depth += 1
+            elif ch in "})":
+                depth -= 1
+            elif ch == "," and depth == 1:
+                parts.append(body[start:i].strip())
+                start = i + 1
+            i += 1
+        parts.append(body[start : i - 1].strip())
+        tables.append([p for p in parts if p])
+    return tables
+
+
+@pytest.mark.parametrize("call", CALLS, ids=lambda c: c.SCRIPT)
+def test_the_reply_decoded_is_the_table_the_header_documents(call: Any) -> None:
+    _, header, body = script(call.SCRIPT)
+    assert list(call.REPLY) == returns_names(header)
+    variadic = call.REPLY[-1].endswith("...")
+    fixed = len(call.REPLY) - variadic
+    for table in returned_tables(body):
+        if variadic:
+            assert len(table) >= 1, (call.SCRIPT, table)
+        else:
+            assert len(table) == fixed, (call.SCRIPT, table)
+    # a table of another length is refused, never read past
+    with pytest.raises(ReplyShapeError):
+        call.decode(["1"] * (fixed - 1) if fixed > 1 else "1")
+    if not variadic:
+        with pytest.raises(ReplyShapeError):
+            call.decode(["1"] * (fixed + 1))
+
+
 def test_optional_arguments_pack_as_the_headers_say() -> None:
     # '' for "none" in unregisterBroker ARGV[5], deleteTopic ARGV[2], kvPut ARGV[3]
-    assert UnregisterArgs("C", "A:1", "B", 0, None, "unregister").argv(MAX_LEN, WORKER)[4] == ""
-    assert DeleteTopicArgs("T", None, []).argv(MAX_LEN)[1] == ""
-    assert KvPutArgs("NS", "k", None).argv(MAX_LEN)[2:4] == ["", "0"]
-    assert GetBrokersArgs(None).argv() == ["1"]
-    assert RouteInfoArgs("T", False).argv()[1] == "0"
-    assert CleanTopicsArgs("B", [], False).argv(MAX_LEN)[1] == "0"
+    assert UnregisterArgs("C", "A:1", "B", 0, None, "unregister").argv(CTX)[4] == ""
+    assert DeleteTopicArgs("T", None, []).argv(CTX)[1] == ""
+    assert KvPutArgs("NS", "k", None).argv(CTX)[2:4] == ["", "0"]
+    assert GetBrokersArgs(None).argv(CTX) == ["1"]
+    assert RouteInfoArgs("T", False).argv(CTX)[1] == "0"
+    assert CleanTopicsArgs("B", [], False).argv(CTX)[1] == "0"
 
 
 # A status is the first element of the table a script returns (readChanges: the second, after the

@@ -33,6 +33,7 @@ from namesrv.store.registration_args import (
     RegisterBrokerArgs,
     RegisterStatus,
     RegisterTopicsArgs,
+    TopicsOutcome,
     TopicsStatus,
     TopicWrite,
     WriteMode,
@@ -212,8 +213,7 @@ class BrokerRegistrar:
             mappings={t: dumps(info) for t, info in wrapper.topicQueueMappingInfoMap.items()},
             delta_base=delta.base_hash,
         )
-        status, _, _ = await self.store.register_topics(chunk)
-        return status
+        return (await self.store.register_topics(chunk)).status
 
     async def _write_all(
         self, args: RegisterBrokerArgs, wrapper: TopicConfigWrapper, prune: bool
@@ -238,7 +238,7 @@ class BrokerRegistrar:
 
         if len(parts) > 1:
             parts.append([])
-        sent: list[asyncio.Task[tuple[TopicsStatus, int, int]]] = []
+        sent: list[asyncio.Task[TopicsOutcome]] = []
         try:
             for no in range(len(parts) - 1):
                 sent.append(asyncio.create_task(self.store.register_topics(chunk(no))))
@@ -255,8 +255,8 @@ class BrokerRegistrar:
                     task.cancel()  # after a failure: the chunks not yet applied
                 elif not task.cancelled():
                     task.exception()  # seen: gather raised the first failure, these add nothing
-        statuses = [task.result()[0] for task in sent]
-        statuses.append((await self.store.register_topics(final))[0])
+        statuses = [task.result().status for task in sent]
+        statuses.append((await self.store.register_topics(final)).status)
         return min(statuses, key=lambda st: st.value)
 
     def _registered(

@@ -184,11 +184,11 @@ class RegistryService:
         check_name(topic, "topic")
         names = await self.store.topic_broker_names(topic)
         for _ in range(5):
-            result = await self.store.delete_topic(topic, cluster or None, names)
-            if int(result[0]) != KeysStatus.RETRY_KEYS:
+            status, values = await self.store.delete_topic(topic, cluster or None, names)
+            if status is not KeysStatus.RETRY_KEYS:
                 self._wrote()
-                return int(result[1])
-            names = sorted(set(names) | {str(n) for n in result[1:]})
+                return int(values[0])
+            names = sorted(set(names) | set(values))
         raise BadRequest(f"topic {topic!r} kept changing while being deleted; try again")
 
     async def register_topic(self, topic: str, queue_datas: Sequence[QueueData]) -> int:
@@ -260,10 +260,10 @@ class RegistryService:
             return []
         names: list[str] = []
         for _ in range(5):
-            result = await self.store.topics_by_cluster(cluster, names)
-            if int(result[0]) != KeysStatus.RETRY_KEYS:
-                return sorted(str(t) for t in result[1:])
-            names = [str(n) for n in result[1:]]
+            status, values = await self.store.topics_by_cluster(cluster, names)
+            if status is not KeysStatus.RETRY_KEYS:
+                return sorted(values)
+            names = values
         raise BadRequest(f"cluster {cluster!r} kept changing while being read; try again")
 
     async def system_topics(self) -> tuple[list[str], str | None]:

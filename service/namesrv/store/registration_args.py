@@ -1,8 +1,9 @@
-"""The Lua contract of a registration: one arguments object per script, statuses as enums.
+"""The call objects of a registration (the convention: :mod:`.script_call`), with the statuses
+and records their replies decode to.
 
-``registerBroker-15`` and ``registerBrokerTopics-10`` document their KEYS and ARGV in their
-headers; these objects are the only place that packs them, in that order, so a field is named
-once and a change to a script's ARGV is one edit here (and a test reads the headers back).
+``registerBroker-15`` and ``registerBrokerTopics-10`` document their KEYS, ARGV and reply in
+their headers; these objects are the only place that packs and reads them, so a field is named
+once and a change to a script's contract is one edit here (and a test reads the headers back).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import orjson
 
 from namesrv.domain.codes import ORDER_TOPIC_CONFIG
 from namesrv.store.keyspace import Keyspace, live_member
+from namesrv.store.script_call import CallContext, flag, pairs, reply_of
 
 
 class RegisterStatus(IntEnum):
@@ -45,6 +47,27 @@ class WriteMode(IntEnum):
 
 
 @dataclass(frozen=True)
+class HeaderOutcome:
+    """registerBroker's reply."""
+
+    status: RegisterStatus
+    epoch: int
+    mode: WriteMode
+    master_addr: str
+    ha_server_addr: str
+    order_config: dict[str, str] | None
+    route_changed: bool = False  # what a route lookup returns changed (BrokerData, session, deadline)
+
+
+class TopicsOutcome(NamedTuple):
+    """registerBrokerTopics' reply."""
+
+    status: TopicsStatus
+    upserted: int
+    removed: int
+
+
+@dataclass(frozen=True)
 class BodyFacts:
     """What registerBroker needs to know of a decoded body (ARGV[9]-[13] and [18])."""
 
@@ -62,7 +85,19 @@ UNDECODED = BodyFacts("", 0, None, 0, "", False)
 
 @dataclass(frozen=True)
 class RegisterBrokerArgs:
-    """KEYS and ARGV of ``registerBroker-15``."""
+    """``registerBroker-15``."""
+
+    SCRIPT: ClassVar[str] = "registerBroker"
+    REPLY: ClassVar[tuple[str, ...]] = (
+        "status",
+        "epoch",
+        "mode",
+        "masterAddr",
+        "haServerAddr",
+        "hasOrderConfig",
+        "orderConfigFlat",
+        "routeChanged",
+    )
 
     cluster: str
     addr: str
@@ -96,7 +131,7 @@ class RegisterBrokerArgs:
             k.btopics(self.broker_name),
         ]
 
-    def argv(self, worker_id: str, max_len: str) -> list[Any]:
+    def argv(self, ctx: CallContext) -> list[Any]:
         b = self.body
         return [
             self.cluster,
@@ -113,12 +148,27 @@ class RegisterBrokerArgs:
             b.topic_count,
             b.digest,
             self.token,
-            worker_id,
-            max_len,
-            "1" if self.return_order else "0",
-            "1" if b.prune_leftovers else "0",
+            ctx.worker_id,
+            ctx.max_len,
+            flag(self.return_order),
+            flag(b.prune_leftovers),
             self.body_hash,
         ]
+
+    def decode(self, reply: Any) -> HeaderOutcome:
+        status_, epoch, mode, master, ha, has_order, order, changed = reply_of(self, reply)
+        status = RegisterStatus(int(status_))
+        if status is RegisterStatus.BODY_NEEDED:
+            return HeaderOutcome(status, 0, WriteMode.NONE, "", "", None)
+        return HeaderOutcome(
+            status=status,
+            epoch=int(epoch),
+            mode=WriteMode(int(mode)),
+            master_addr=str(master),
+            ha_server_addr=str(ha),
+            order_config=pairs(order) if int(has_order) else None,
+            route_changed=bool(int(changed)),
+        )
 
 
 class TopicWrite(NamedTuple):  # a tuple: registrations build 10,000 at a time
@@ -133,7 +183,10 @@ _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\/\x7f-\U0010ffff]')
 
 @dataclass(frozen=True)
 class RegisterTopicsArgs:
-    """KEYS and ARGV of one ``registerBrokerTopics-10`` chunk."""
+    """One ``registerBrokerTopics-10`` chunk."""
+
+    SCRIPT: ClassVar[str] = "registerBrokerTopics"
+    REPLY: ClassVar[tuple[str, ...]] = ("status", "upserted", "removed")
 
     cluster: str
     addr: str
@@ -167,23 +220,23 @@ class RegisterTopicsArgs:
             + [k.mapping(t) for t in mappings]
         )
 
-    def argv(self, max_len: str, k: Keyspace) -> list[Any]:
+    def argv(self, ctx: CallContext) -> list[Any]:
         mappings = self.mappings or {}
         plain = not _NEEDS_ESCAPE.search("".join([w.topic for w in self.writes]))
         args: list[Any] = [
             live_member(self.cluster, self.addr),
             self.broker_name,
             self.token,
-            "1" if self.final else "0",
+            flag(self.final),
             len(self.writes),
             len(self.removals),
             len(mappings),
-            max_len,
+            ctx.max_len,
             self.chunk_no,
             self.delta_base,
-            len(k.topic("")),  # an upsert's topic is its key after this prefix
+            len(ctx.keyspace.topic("")),  # an upsert's topic is its key after this prefix
             orjson.dumps({w.topic: w.sys_flag for w in self.writes if w.sys_flag}).decode(),
-            "1" if plain else "0",
+            flag(plain),
             self._upserted_json() if plain and self.writes else "",
         ]
         args += [w.queue_data_json for w in self.writes]
@@ -191,6 +244,10 @@ class RegisterTopicsArgs:
         for t, info in mappings.items():
             args += [t, info]
         return args
+
+    def decode(self, reply: Any) -> TopicsOutcome:
+        status, upserted, removed = reply_of(self, reply)
+        return TopicsOutcome(TopicsStatus(int(status)), int(upserted), int(removed))
 
     def _upserted_json(self) -> str:
         """The change log's ``upserted`` text for when the script writes every upsert as sent

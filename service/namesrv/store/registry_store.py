@@ -1,11 +1,11 @@
 """The route registry in Redis: one typed method per script, and the plain reads.
 
-The registry's scripts are called only here (the change feed polls ``readChanges`` itself). Each
-script's KEYS and ARGV are packed by one arguments object, in the order its header documents,
-and its statuses are enums next to it (:mod:`namesrv.store.registration_args`,
-:mod:`namesrv.store.script_args`). This module speaks in strings and small records; the RocketMQ
-rules that span several calls (chunking, retries with the right keys, cleanup after a removal)
-live in :mod:`namesrv.registry.service`.
+The registry's scripts are called only here (the change feed polls ``readChanges`` itself), each
+through its call object (:mod:`namesrv.store.script_call`: KEYS, ARGV and the decoded reply next
+to each other, in :mod:`namesrv.store.registration_args` and :mod:`namesrv.store.script_args`).
+This module adds the deadlines, the Redis health gate and replicated writes, and speaks in strings
+and small records; the RocketMQ rules that span several calls (chunking, retries with the right
+keys, cleanup after a removal) live in :mod:`namesrv.registry.service`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
@@ -24,60 +23,39 @@ from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace, live_member
 from namesrv.store.redis_client import with_retry
 from namesrv.store.registration_args import (
+    HeaderOutcome,
     RegisterBrokerArgs,
-    RegisterStatus,
     RegisterTopicsArgs,
-    TopicsStatus,
-    WriteMode,
+    TopicsOutcome,
 )
 from namesrv.store.script_args import (
     CleanTopicsArgs,
     DeleteTopicArgs,
     ExpireArgs,
+    ExpireOutcome,
     GetBrokersArgs,
     HeartbeatArgs,
+    KeysOutcome,
     KvDeleteArgs,
     KvPutArgs,
     PermMode,
     RegisterTopicArgs,
     RouteInfoArgs,
+    RouteSnapshot,
     SetPermArgs,
-    SetPermStatus,
     TopicsByClusterArgs,
     UnregisterArgs,
-    UnregisterStatus,
+    UnregisterOutcome,
     UpdateConfigArgs,
 )
+from namesrv.store.script_call import CallContext, ScriptCall
 from namesrv.store.scripts import ScriptRegistry
 
+__all__ = ["SCHEMA_VERSION", "HeaderOutcome", "RegistryStore", "RouteSnapshot"]
+R = TypeVar("R")
+T = TypeVar("T")
+
 SCHEMA_VERSION = 1
-
-
-def _pairs(flat: Sequence[str]) -> dict[str, str]:
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
-
-
-@dataclass(frozen=True)
-class HeaderOutcome:
-    status: RegisterStatus
-    epoch: int
-    mode: WriteMode
-    master_addr: str
-    ha_server_addr: str
-    order_config: dict[str, str] | None
-    route_changed: bool = False  # what a route lookup returns changed (BrokerData, session, deadline)
-
-
-@dataclass(frozen=True)
-class RouteSnapshot:
-    queue_datas: list[str]
-    broker_datas: list[str]
-    filters: dict[str, str]
-    mappings: dict[str, str]
-    order_topic_conf: str | None
-    now_ms: int  # the Redis clock when the snapshot was read
-    valid_until_ms: int | None  # earliest deadline of the brokers shown (None: none has one)
-    hidden_brokers: tuple[str, ...] = ()  # broker names with queues of the topic left out (expired)
 
 
 class RegistryStore:
@@ -102,6 +80,7 @@ class RegistryStore:
         self.scripts = scripts
         self.max_len = str(events_max_len)
         self.worker_id = worker_id
+        self.ctx = CallContext(keyspace, self.max_len, worker_id)
         # At most this many calls hold a pooled connection; the rest wait their turn. A full pool
         # would otherwise fail requests with "Too many connections" under load. A few connections
         # stay free for the change feed and start-up.
@@ -116,9 +95,10 @@ class RegistryStore:
         self.write_replica_timeout_ms = write_replica_timeout_ms
         self._count_unreplicated = count_unreplicated
 
-    async def _bounded(self, command: Callable[[], Awaitable[Any]], slack_s: float = 0.0) -> Any:
+    async def _bounded(self, command: Callable[[], Awaitable[T]], slack_s: float = 0.0) -> T:
         try:
-            return await self._bounded_once(command, slack_s)
+            result: T = await self._bounded_once(command, slack_s)
+            return result
         except StoreUnavailable:
             self._count_failure()
             raise
@@ -147,22 +127,23 @@ class RegistryStore:
         async with self._gate:
             return await with_retry(command)
 
-    async def _call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return await self._bounded(lambda: self.scripts.call(name, keys, args))
+    async def _run(self, call: ScriptCall[R]) -> R:
+        """A script call no client is told of on its own: reads, sweeps, cleanups, a
+        registration's chunks before its last (a later waited write covers them, replicas
+        applying writes in order)."""
+        return await self._bounded(lambda: self.scripts.run(call, self.ctx))
 
-    async def _write(self, name: str, keys: Sequence[str], args: Sequence[Any], *, acked: bool = True) -> Any:
+    async def _write(self, call: ScriptCall[R], *, acked: bool = True) -> R:
         """A script call whose success a client is told of (``acked``): with redisWriteReplicas,
-        answered only once that many replicas hold it, so a Sentinel failover cannot lose it.
-        Calls no one waits on (sweeps, cleanups, a registration's chunks before its last) go
-        through :meth:`_call`: a later waited write covers them, replicas applying writes in order."""
+        answered only once that many replicas hold it, so a Sentinel failover cannot lose it."""
         replicas = self.write_replicas
         if not replicas or not acked:
-            return await self._call(name, keys, args)
+            return await self._run(call)
         if replicas < 0:
             replicas = self.replicas_up
         timeout_ms = self.write_replica_timeout_ms
         reply, held = await self._bounded(
-            lambda: self.scripts.call_replicated(name, keys, args, replicas, timeout_ms), timeout_ms / 1000
+            lambda: self.scripts.run_replicated(call, self.ctx, replicas, timeout_ms), timeout_ms / 1000
         )
         if held < replicas:
             self._count_unreplicated()
@@ -193,21 +174,9 @@ class RegistryStore:
 
     # ---- registration ----
     async def register_header(self, args: RegisterBrokerArgs) -> HeaderOutcome:
-        r = await self._write("registerBroker", args.keys(self.k), args.argv(self.worker_id, self.max_len))
-        status = RegisterStatus(int(r[0]))
-        if status is RegisterStatus.BODY_NEEDED:
-            return HeaderOutcome(status, 0, WriteMode.NONE, "", "", None)
-        return HeaderOutcome(
-            status=status,
-            epoch=int(r[1]),
-            mode=WriteMode(int(r[2])),
-            master_addr=r[3],
-            ha_server_addr=r[4],
-            order_config=_pairs(r[6]) if int(r[5]) else None,
-            route_changed=bool(int(r[7])),
-        )
+        return await self._write(args)
 
-    async def register_topics(self, chunk: RegisterTopicsArgs) -> tuple[TopicsStatus, int, int]:
+    async def register_topics(self, chunk: RegisterTopicsArgs) -> TopicsOutcome:
         """Write one chunk (removals and mappings ride with the final one).
 
         One EVALSHA, not a pipeline: redis-py asks ``SCRIPT EXISTS`` before every pipeline that
@@ -215,13 +184,10 @@ class RegistryStore:
         between two chunk builds, and Redis sat idle for about a third of a new 10,000-topic
         broker's writes.
 
-        Returns (status, upserted, removed): FENCED when a newer registration or an unregister
-        fenced this one out (the rest of its chunks then change nothing either), DELTA_REFUSED
-        when a delta chunk found Redis no longer holding what its earlier body wrote."""
-        r = await self._write(
-            "registerBrokerTopics", chunk.keys(self.k), chunk.argv(self.max_len, self.k), acked=chunk.final
-        )
-        return TopicsStatus(int(r[0])), int(r[1]), int(r[2])
+        The status is FENCED when a newer registration or an unregister fenced this one out (the
+        rest of its chunks then change nothing either), DELTA_REFUSED when a delta chunk found
+        Redis no longer holding what its earlier body wrote."""
+        return await self._write(chunk, acked=chunk.final)
 
     # ---- removal ----
     async def unregister(
@@ -233,22 +199,15 @@ class RegistryStore:
         broker_id: int | str,
         fence_epoch: int | None,
         reason: str,
-    ) -> tuple[UnregisterStatus, bool, bool]:
-        """Returns (status, removed, cleanup_pending)."""
-        a = UnregisterArgs(cluster, addr, broker_name, broker_id, fence_epoch, reason)
-        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
-        return UnregisterStatus(int(r[0])), bool(int(r[1])), bool(int(r[2]))
+    ) -> UnregisterOutcome:
+        return await self._write(UnregisterArgs(cluster, addr, broker_name, broker_id, fence_epoch, reason))
 
-    async def expire(self, limit: int) -> tuple[int, bool, list[str]]:
-        """Returns (expired, more_due, broker names needing cleanup)."""
-        a = ExpireArgs(limit)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
-        return int(r[0]), bool(int(r[1])), [str(n) for n in r[2:]]
+    async def expire(self, limit: int) -> ExpireOutcome:
+        return await self._run(ExpireArgs(limit))
 
     async def clean_topics(self, broker_name: str, topics: Sequence[str], final: bool) -> tuple[int, int]:
-        a = CleanTopicsArgs(broker_name, topics, final)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
-        return int(r[0]), int(r[1])
+        """(queues removed, queues whose write bit was cleared)"""
+        return await self._run(CleanTopicsArgs(broker_name, topics, final))
 
     async def pending_cleanups(self) -> list[str]:
         return sorted(await self._q(lambda: self.redis.smembers(self.k.pendingclean)))
@@ -258,76 +217,43 @@ class RegistryStore:
 
     # ---- liveness ----
     async def heartbeat(self, cluster: str, addr: str, source: str) -> tuple[bool, str | None]:
-        a = HeartbeatArgs(cluster, addr, source)
-        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len, self.worker_id))
-        return bool(int(r[0])), (r[1] or None)
+        return await self._write(HeartbeatArgs(cluster, addr, source))
 
     # ---- admin writes ----
     async def change_perm(self, broker_name: str, topics: Sequence[str], *, wipe: bool) -> int:
         """WIPE (clear the write bit) or ADD (perm 6) on the broker's queue in each topic; returns
         how many of the topics hold one."""
-        a = SetPermArgs(broker_name, topics, PermMode.WIPE if wipe else PermMode.ADD)
-        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
-        count = int(r[0])
-        if count == SetPermStatus.BAD_MODE:
-            raise RuntimeError(f"setWritePerm refused mode {str(a.mode)!r} (status {count})")
-        return count
+        return await self._write(SetPermArgs(broker_name, topics, PermMode.WIPE if wipe else PermMode.ADD))
 
-    async def delete_topic(self, topic: str, cluster: str | None, broker_names: Sequence[str]) -> list[Any]:
-        """{KeysStatus.DONE, removed}, or {KeysStatus.RETRY_KEYS, broker name...}."""
-        a = DeleteTopicArgs(topic, cluster, broker_names)
-        r: list[Any] = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
-        return r
+    async def delete_topic(self, topic: str, cluster: str | None, broker_names: Sequence[str]) -> KeysOutcome:
+        return await self._write(DeleteTopicArgs(topic, cluster, broker_names))
 
     async def topic_broker_names(self, topic: str) -> list[str]:
         return sorted(await self._q(lambda: self.redis.hkeys(self.k.topic(topic))))
 
     async def register_topic(self, topic: str, queues: Sequence[tuple[str, str, int]]) -> int:
-        a = RegisterTopicArgs(topic, queues)
-        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
-        return int(r[0])
+        return await self._write(RegisterTopicArgs(topic, queues))
 
     async def kv_put(self, namespace: str, key: str, value: str | None) -> None:
-        a = KvPutArgs(namespace, key, value)
-        await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
+        await self._write(KvPutArgs(namespace, key, value))
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
-        a = KvDeleteArgs(namespace, key)
-        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
-        return bool(int(r[0]))
+        return await self._write(KvDeleteArgs(namespace, key))
 
     async def update_config(self, changes: Mapping[str, str], changes_json: str) -> int:
-        a = UpdateConfigArgs(changes, changes_json)
-        r = await self._write(a.SCRIPT, a.keys(self.k), a.argv(self.max_len))
-        return int(r[0])
+        return await self._write(UpdateConfigArgs(changes, changes_json))
 
     # ---- reads ----
     async def route(self, topic: str, with_order: bool) -> RouteSnapshot:
-        """One snapshot; empty lists (found=False) mean TOPIC_NOT_EXIST."""
-        a = RouteInfoArgs(topic, with_order)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv())
-        return RouteSnapshot(
-            queue_datas=list(r[1]) if int(r[0]) else [],
-            broker_datas=list(r[2]) if int(r[0]) else [],
-            filters=_pairs(r[3]),
-            mappings=_pairs(r[4]),
-            order_topic_conf=r[5] or None,
-            now_ms=int(r[6]),
-            valid_until_ms=int(r[7]) if r[7] else None,
-            hidden_brokers=tuple(r[8]),
-        )
+        """One snapshot; empty lists mean TOPIC_NOT_EXIST."""
+        return await self._run(RouteInfoArgs(topic, with_order))
 
     async def brokers(self, names: Sequence[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
         """(brokerName -> BrokerData JSON, cluster -> JSON array); clusters only when names is None."""
-        a = GetBrokersArgs(names)
-        r = await self._call(a.SCRIPT, a.keys(self.k), a.argv())
-        return _pairs(r[0]), _pairs(r[1])
+        return await self._run(GetBrokersArgs(names))
 
-    async def topics_by_cluster(self, cluster: str, broker_names: Sequence[str]) -> list[Any]:
-        """{KeysStatus.DONE, topic...}, or {KeysStatus.RETRY_KEYS, the cluster's broker names...}."""
-        a = TopicsByClusterArgs(cluster, broker_names)
-        r: list[Any] = await self._call(a.SCRIPT, a.keys(self.k), a.argv())
-        return r
+    async def topics_by_cluster(self, cluster: str, broker_names: Sequence[str]) -> KeysOutcome:
+        return await self._run(TopicsByClusterArgs(cluster, broker_names))
 
     async def all_topics(self) -> list[str]:
         return sorted(await self._q(lambda: self.redis.smembers(self.k.topics)))

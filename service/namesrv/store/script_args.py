@@ -1,10 +1,9 @@
-"""The Lua contract of every script but the registration pair: one arguments object per script,
-statuses as enums.
+"""The call objects of every script but the registration pair (:mod:`.registration_args`), and
+the statuses and records their replies decode to (the convention: :mod:`.script_call`).
 
-Each script in ``lua/`` documents its KEYS and ARGV in its header; these objects are the only
-place that packs them, in that order, so a change to a script's arguments is one edit here.
-``tests/unit/test_script_contract.py`` reads the headers and the scripts' replies back and checks
-that they agree. The registration scripts have theirs in :mod:`namesrv.store.registration_args`.
+Each script in ``lua/`` documents its KEYS, ARGV and reply in its header; its call object here is
+the only place that packs the arguments and reads the reply, so a change to a script's contract
+is one edit in the script and one here. ``tests/unit/test_script_contract.py`` holds them together.
 """
 
 from __future__ import annotations
@@ -12,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from namesrv.domain.codes import ORDER_TOPIC_CONFIG
 from namesrv.store.keyspace import Keyspace, live_member
+from namesrv.store.script_call import CallContext, flag, pairs, reply_of
 
 
 class KeysStatus(IntEnum):
@@ -46,16 +46,51 @@ class PermMode(StrEnum):
     ADD = "add"  # ADD_WRITE_PERM_OF_BROKER (327)
 
 
+class KeysOutcome(NamedTuple):
+    """deleteTopic's and getTopicsByCluster's reply: DONE and the result, or RETRY_KEYS and the
+    broker names to call again with."""
+
+    status: KeysStatus
+    values: list[str]
+
+
+class UnregisterOutcome(NamedTuple):
+    status: UnregisterStatus
+    removed: bool  # the broker name lost its last address
+    cleanup_pending: bool  # the caller must run cleanBrokerTopics for the name
+
+
+class ExpireOutcome(NamedTuple):
+    expired: int
+    more_due: bool
+    cleanup_names: list[str]  # broker names whose topic cleanup the caller must run
+
+
+@dataclass(frozen=True)
+class RouteSnapshot:
+    queue_datas: list[str]
+    broker_datas: list[str]
+    filters: dict[str, str]
+    mappings: dict[str, str]
+    order_topic_conf: str | None
+    now_ms: int  # the Redis clock when the snapshot was read
+    valid_until_ms: int | None  # earliest deadline of the brokers shown (None: none has one)
+    hidden_brokers: tuple[str, ...] = ()  # broker names with queues of the topic left out (expired)
+
+
+class FeedReply(NamedTuple):
+    instance: str
+    status: FeedStatus
+    last_id: str
+    entries: list[Any]
+
+
 class FeedStatus(IntEnum):
     """Second element of readChanges' reply."""
 
     ENTRIES = 0  # the entries after the last one read follow
     RESET = 1  # the registry holds another data set: everything learned before is void
     GAP = 2  # the last entry read is gone: what was learned since may have been lost
-
-
-def _flag(on: bool) -> str:
-    return "1" if on else "0"
 
 
 def _removal_keys(k: Keyspace) -> list[str]:
@@ -77,9 +112,10 @@ def _removal_keys(k: Keyspace) -> list[str]:
 # ---- removal ----
 @dataclass(frozen=True)
 class UnregisterArgs:
-    """KEYS and ARGV of ``unregisterBroker-11``."""
+    """``unregisterBroker-11``."""
 
     SCRIPT: ClassVar[str] = "unregisterBroker"
+    REPLY: ClassVar[tuple[str, ...]] = ("status", "removed", "cleanupPending")
     cluster: str
     addr: str
     broker_name: str
@@ -90,7 +126,7 @@ class UnregisterArgs:
     def keys(self, k: Keyspace) -> list[str]:
         return [*_removal_keys(k), k.alive(self.cluster, self.addr)]
 
-    def argv(self, max_len: str, worker_id: str) -> list[Any]:
+    def argv(self, ctx: CallContext) -> list[Any]:
         return [
             self.cluster,
             self.addr,
@@ -98,30 +134,40 @@ class UnregisterArgs:
             self.broker_id,
             "" if self.fence_epoch is None else self.fence_epoch,
             self.reason,
-            max_len,
-            worker_id,
+            ctx.max_len,
+            ctx.worker_id,
         ]
+
+    def decode(self, reply: Any) -> UnregisterOutcome:
+        status, removed, pending = reply_of(self, reply)
+        return UnregisterOutcome(UnregisterStatus(int(status)), bool(int(removed)), bool(int(pending)))
 
 
 @dataclass(frozen=True)
 class ExpireArgs:
-    """KEYS and ARGV of ``expireBrokers-10``."""
+    """``expireBrokers-10``."""
 
     SCRIPT: ClassVar[str] = "expireBrokers"
+    REPLY: ClassVar[tuple[str, ...]] = ("expired", "more", "name...")
     limit: int  # most brokers to expire in one call
 
     def keys(self, k: Keyspace) -> list[str]:
         return _removal_keys(k)
 
-    def argv(self, max_len: str, worker_id: str) -> list[Any]:
-        return [self.limit, max_len, worker_id]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [self.limit, ctx.max_len, ctx.worker_id]
+
+    def decode(self, reply: Any) -> ExpireOutcome:
+        r = reply_of(self, reply)
+        return ExpireOutcome(int(r[0]), bool(int(r[1])), [str(n) for n in r[2:]])
 
 
 @dataclass(frozen=True)
 class CleanTopicsArgs:
-    """KEYS and ARGV of one ``cleanBrokerTopics-8`` chunk."""
+    """One ``cleanBrokerTopics-8`` chunk."""
 
     SCRIPT: ClassVar[str] = "cleanBrokerTopics"
+    REPLY: ClassVar[tuple[str, ...]] = ("removed", "permCleared")
     broker_name: str
     topics: Sequence[str]
     final: bool  # the last chunk: the name leaves {ns}:pendingclean
@@ -139,16 +185,21 @@ class CleanTopicsArgs:
             *(k.topic(t) for t in self.topics),
         ]
 
-    def argv(self, max_len: str) -> list[Any]:
-        return [self.broker_name, _flag(self.final), max_len, len(self.topics), *self.topics]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [self.broker_name, flag(self.final), ctx.max_len, len(self.topics), *self.topics]
+
+    def decode(self, reply: Any) -> tuple[int, int]:
+        removed, cleared = reply_of(self, reply)
+        return int(removed), int(cleared)
 
 
 # ---- liveness ----
 @dataclass(frozen=True)
 class HeartbeatArgs:
-    """KEYS and ARGV of ``brokerHeartbeat-5``."""
+    """``brokerHeartbeat-5``."""
 
     SCRIPT: ClassVar[str] = "brokerHeartbeat"
+    REPLY: ClassVar[tuple[str, ...]] = ("live", "dataVersion")
     cluster: str
     addr: str
     source: str  # the request code that carried the heartbeat: '904' or '322'
@@ -156,16 +207,22 @@ class HeartbeatArgs:
     def keys(self, k: Keyspace) -> list[str]:
         return [k.live, k.deadlines, k.dataversions, k.events, k.alive(self.cluster, self.addr)]
 
-    def argv(self, max_len: str, worker_id: str) -> list[Any]:
-        return [live_member(self.cluster, self.addr), max_len, self.source, worker_id]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [live_member(self.cluster, self.addr), ctx.max_len, self.source, ctx.worker_id]
+
+    def decode(self, reply: Any) -> tuple[bool, str | None]:
+        """(the broker was known and refreshed, its stored DataVersion JSON)"""
+        live, data_version = reply_of(self, reply)
+        return bool(int(live)), (str(data_version) or None)
 
 
 # ---- admin writes ----
 @dataclass(frozen=True)
 class SetPermArgs:
-    """KEYS and ARGV of one ``setWritePerm-3`` chunk."""
+    """One ``setWritePerm-3`` chunk."""
 
     SCRIPT: ClassVar[str] = "setWritePerm"
+    REPLY: ClassVar[tuple[str, ...]] = ("count",)
     broker_name: str
     topics: Sequence[str]
     mode: PermMode
@@ -173,15 +230,27 @@ class SetPermArgs:
     def keys(self, k: Keyspace) -> list[str]:
         return [k.routever, k.events, k.bdigest, *(k.topic(t) for t in self.topics)]
 
-    def argv(self, max_len: str) -> list[Any]:
-        return [self.broker_name, max_len, str(self.mode), len(self.topics), *self.topics]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [self.broker_name, ctx.max_len, str(self.mode), len(self.topics), *self.topics]
+
+    def decode(self, reply: Any) -> int:
+        """How many of the topics hold a queue of the broker name."""
+        (count,) = reply_of(self, reply)
+        if int(count) == SetPermStatus.BAD_MODE:
+            raise RuntimeError(f"setWritePerm refused mode {str(self.mode)!r} (status {count})")
+        return int(count)
+
+
+def _keys_outcome(reply: Sequence[Any]) -> KeysOutcome:
+    return KeysOutcome(KeysStatus(int(reply[0])), [str(v) for v in reply[1:]])
 
 
 @dataclass(frozen=True)
 class DeleteTopicArgs:
-    """KEYS and ARGV of ``deleteTopic-7``."""
+    """``deleteTopic-7``."""
 
     SCRIPT: ClassVar[str] = "deleteTopic"
+    REPLY: ClassVar[tuple[str, ...]] = ("status", "value...")
     topic: str
     cluster: str | None  # None: every cluster
     broker_names: Sequence[str]  # the names the worker read from the topic (KeysStatus)
@@ -198,15 +267,20 @@ class DeleteTopicArgs:
             *(k.btopics(b) for b in self.broker_names),
         ]
 
-    def argv(self, max_len: str) -> list[Any]:
-        return [self.topic, self.cluster or "", max_len, len(self.broker_names), *self.broker_names]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [self.topic, self.cluster or "", ctx.max_len, len(self.broker_names), *self.broker_names]
+
+    def decode(self, reply: Any) -> KeysOutcome:
+        """DONE and [queues removed], or RETRY_KEYS and the broker names to pass."""
+        return _keys_outcome(reply_of(self, reply))
 
 
 @dataclass(frozen=True)
 class RegisterTopicArgs:
-    """KEYS and ARGV of ``registerTopic-7``."""
+    """``registerTopic-7``."""
 
     SCRIPT: ClassVar[str] = "registerTopic"
+    REPLY: ClassVar[tuple[str, ...]] = ("written",)
     topic: str
     queues: Sequence[tuple[str, str, int]]  # (brokerName, QueueData JSON, topicSysFlag)
 
@@ -222,18 +296,23 @@ class RegisterTopicArgs:
             *(k.btopics(b) for b, _, _ in self.queues),
         ]
 
-    def argv(self, max_len: str) -> list[Any]:
-        args: list[Any] = [self.topic, max_len, len(self.queues)]
-        for b, qd, flag in self.queues:
-            args += [b, qd, flag]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        args: list[Any] = [self.topic, ctx.max_len, len(self.queues)]
+        for b, qd, sys_flag in self.queues:
+            args += [b, qd, sys_flag]
         return args
+
+    def decode(self, reply: Any) -> int:
+        (written,) = reply_of(self, reply)
+        return int(written)
 
 
 @dataclass(frozen=True)
 class KvPutArgs:
-    """KEYS and ARGV of ``kvPut-3``."""
+    """``kvPut-3``."""
 
     SCRIPT: ClassVar[str] = "kvPut"
+    REPLY: ClassVar[tuple[str, ...]] = ("done",)
     namespace: str
     key: str
     value: str | None  # None: Java's null value
@@ -241,49 +320,73 @@ class KvPutArgs:
     def keys(self, k: Keyspace) -> list[str]:
         return [k.kvns, k.kv(self.namespace), k.events]
 
-    def argv(self, max_len: str) -> list[Any]:
-        return [self.namespace, self.key, self.value or "", _flag(self.value is not None), max_len]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [self.namespace, self.key, self.value or "", flag(self.value is not None), ctx.max_len]
+
+    def decode(self, reply: Any) -> None:
+        reply_of(self, reply)
 
 
 @dataclass(frozen=True)
 class KvDeleteArgs:
-    """KEYS and ARGV of ``kvDelete-3``."""
+    """``kvDelete-3``."""
 
     SCRIPT: ClassVar[str] = "kvDelete"
+    REPLY: ClassVar[tuple[str, ...]] = ("deleted",)
     namespace: str
     key: str
 
     def keys(self, k: Keyspace) -> list[str]:
         return [k.kvns, k.kv(self.namespace), k.events]
 
-    def argv(self, max_len: str) -> list[Any]:
-        return [self.namespace, self.key, max_len]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [self.namespace, self.key, ctx.max_len]
+
+    def decode(self, reply: Any) -> bool:
+        (deleted,) = reply_of(self, reply)
+        return bool(int(deleted))
 
 
 @dataclass(frozen=True)
 class UpdateConfigArgs:
-    """KEYS and ARGV of ``updateConfig-2``."""
+    """``updateConfig-2``."""
 
     SCRIPT: ClassVar[str] = "updateConfig"
+    REPLY: ClassVar[tuple[str, ...]] = ("changed",)
     changes: Mapping[str, str]  # option name -> value text
     changes_json: str  # the same changes as one JSON object, for the change log
 
     def keys(self, k: Keyspace) -> list[str]:
         return [k.config, k.events]
 
-    def argv(self, max_len: str) -> list[Any]:
-        args: list[Any] = [max_len, self.changes_json]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        args: list[Any] = [ctx.max_len, self.changes_json]
         for name, value in self.changes.items():
             args += [name, value]
         return args
+
+    def decode(self, reply: Any) -> int:
+        (changed,) = reply_of(self, reply)
+        return int(changed)
 
 
 # ---- reads ----
 @dataclass(frozen=True)
 class RouteInfoArgs:
-    """KEYS and ARGV of ``getRouteInfo-6``."""
+    """``getRouteInfo-6``."""
 
     SCRIPT: ClassVar[str] = "getRouteInfo"
+    REPLY: ClassVar[tuple[str, ...]] = (
+        "found",
+        "queueDatas",
+        "brokerDatas",
+        "filterFlat",
+        "mappingFlat",
+        "orderTopicConf",
+        "now",
+        "validUntil",
+        "hiddenNames",
+    )
     topic: str
     with_order: bool  # read the topic's orderTopicConf too
 
@@ -297,44 +400,70 @@ class RouteInfoArgs:
             k.kv(ORDER_TOPIC_CONFIG),
         ]
 
-    def argv(self) -> list[Any]:
-        return [self.topic, _flag(self.with_order)]
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [self.topic, flag(self.with_order)]
+
+    def decode(self, reply: Any) -> RouteSnapshot:
+        """One snapshot; empty lists (found=0) mean TOPIC_NOT_EXIST."""
+        found, queues, brokers, filters, mappings, order, now, valid_until, hidden = reply_of(self, reply)
+        return RouteSnapshot(
+            queue_datas=list(queues) if int(found) else [],
+            broker_datas=list(brokers) if int(found) else [],
+            filters=pairs(filters),
+            mappings=pairs(mappings),
+            order_topic_conf=order or None,
+            now_ms=int(now),
+            valid_until_ms=int(valid_until) if valid_until else None,
+            hidden_brokers=tuple(hidden),
+        )
 
 
 @dataclass(frozen=True)
 class GetBrokersArgs:
-    """KEYS and ARGV of ``getBrokers-3``."""
+    """``getBrokers-3``."""
 
     SCRIPT: ClassVar[str] = "getBrokers"
+    REPLY: ClassVar[tuple[str, ...]] = ("brokersFlat", "clustersFlat")
     names: Sequence[str] | None  # None: every broker, and the cluster table too
 
     def keys(self, k: Keyspace) -> list[str]:
         return [k.brokers, k.clusters, k.deadlines]
 
-    def argv(self) -> list[Any]:
+    def argv(self, ctx: CallContext) -> list[Any]:
         return ["1"] if self.names is None else ["0", *self.names]
+
+    def decode(self, reply: Any) -> tuple[dict[str, str], dict[str, str]]:
+        """(brokerName -> BrokerData JSON, cluster -> JSON array of names)"""
+        brokers, clusters = reply_of(self, reply)
+        return pairs(brokers), pairs(clusters)
 
 
 @dataclass(frozen=True)
 class TopicsByClusterArgs:
-    """KEYS and ARGV of ``getTopicsByCluster-1``."""
+    """``getTopicsByCluster-1``."""
 
     SCRIPT: ClassVar[str] = "getTopicsByCluster"
+    REPLY: ClassVar[tuple[str, ...]] = ("status", "value...")
     cluster: str
     broker_names: Sequence[str]  # the names the worker believes the cluster has (KeysStatus)
 
     def keys(self, k: Keyspace) -> list[str]:
         return [k.clusters, *(k.btopics(b) for b in self.broker_names)]
 
-    def argv(self) -> list[Any]:
+    def argv(self, ctx: CallContext) -> list[Any]:
         return [self.cluster, len(self.broker_names), *self.broker_names]
+
+    def decode(self, reply: Any) -> KeysOutcome:
+        """DONE and the topics, or RETRY_KEYS and the cluster's broker names."""
+        return _keys_outcome(reply_of(self, reply))
 
 
 @dataclass(frozen=True)
 class ReadChangesArgs:
-    """KEYS and ARGV of ``readChanges-2`` (one poll of the change feed)."""
+    """``readChanges-2``: one poll of the change feed."""
 
     SCRIPT: ClassVar[str] = "readChanges"
+    REPLY: ClassVar[tuple[str, ...]] = ("instance", "status", "lastId", "entries")
     known_instance: str  # '' before the first poll
     candidate: str  # a fresh random id: the instance if the registry has none
     last_id: str  # last entry applied; '' = none yet
@@ -343,5 +472,9 @@ class ReadChangesArgs:
     def keys(self, k: Keyspace) -> list[str]:
         return [k.events, k.meta]
 
-    def argv(self) -> list[Any]:
+    def argv(self, ctx: CallContext) -> list[Any]:
         return [self.known_instance, self.candidate, self.last_id, self.count]
+
+    def decode(self, reply: Any) -> FeedReply:
+        instance, status, last_id, entries = reply_of(self, reply)
+        return FeedReply(str(instance), FeedStatus(int(status)), str(last_id), list(entries))

@@ -21,11 +21,15 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
+
+from namesrv.store.script_call import CallContext, ScriptCall
+
+R = TypeVar("R")
 
 _NAME = re.compile(r"^([a-z][A-Za-z0-9]*)-(\d+)\.lua$")
 _HEADER = re.compile(r"\A--\[\[(.*?)\]\]", re.S)
@@ -167,6 +171,19 @@ class ScriptRegistry:
         finally:
             if self._observe:
                 self._observe(name, time.perf_counter() - started)
+
+    async def run(self, call: ScriptCall[R], ctx: CallContext) -> R:
+        """One call of ``call.SCRIPT`` with the call's KEYS and ARGV, its reply decoded."""
+        return call.decode(await self.call(call.SCRIPT, call.keys(ctx.keyspace), call.argv(ctx)))
+
+    async def run_replicated(
+        self, call: ScriptCall[R], ctx: CallContext, replicas: int, timeout_ms: int
+    ) -> tuple[R, int]:
+        """:meth:`run`, then ``WAIT``: the decoded reply and how many replicas hold it."""
+        reply, held = await self.call_replicated(
+            call.SCRIPT, call.keys(ctx.keyspace), call.argv(ctx), replicas, timeout_ms
+        )
+        return call.decode(reply), held
 
     async def call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         self._check(name, keys)
