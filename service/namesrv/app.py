@@ -58,6 +58,7 @@ from namesrv.worker import WorkerState
 log = logging.getLogger(__name__)
 CleanupContext = Callable[[web.Application], contextlib.AbstractAsyncContextManager[None]]
 BRING_UP_RETRY_MAX_S = 2.0
+WORKER_BEAT_S = 1.0  # noteWorker: ten beats within unregisterBroker's window (WORKER_WINDOW_MS)
 
 
 async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -284,6 +285,34 @@ async def sweeper_ctx(app: web.Application) -> AsyncIterator[None]:
         await cancel_and_wait(task)
 
 
+async def worker_beat_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Say every second that this worker runs (noteWorker): the brokers its open connections hold
+    stay held only while it does, so a worker killed with kill -9 stops holding them."""
+    store, worker, health = app[STORE], app[WORKER], app[HEALTH]
+
+    async def loop() -> None:
+        await worker.linked.wait()
+        while True:
+            raise_if_cancelling()
+            if worker.scripts_loaded and health.reachable:
+                try:
+                    await store.note_worker(True)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the feed reports Redis trouble itself
+                    log.debug("worker beat failed: %s", exc)
+            await asyncio.sleep(WORKER_BEAT_S)
+
+    task = asyncio.create_task(loop(), name="worker-beat")
+    try:
+        yield
+    finally:
+        await cancel_and_wait(task)
+        if worker.scripts_loaded and health.reachable:
+            with contextlib.suppress(Exception):  # gone from the table at once, or in 10 s anyway
+                await store.note_worker(False)
+
+
 async def remoting_ctx(app: web.Application) -> AsyncIterator[None]:
     worker = app[WORKER]
     server = RemotingServer(HandlerContext(app[SERVICE], worker, app[AUTHORIZER]), app[METRICS])
@@ -324,6 +353,7 @@ def create_app(
             redis_ctx,
             registry_ctx,
             sweeper_ctx,
+            worker_beat_ctx,
             events_budget_ctx,
             tls_watch_ctx,
             remoting_ctx,

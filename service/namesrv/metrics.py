@@ -57,7 +57,8 @@ class Metrics:
         )
         self.fenced = Counter(
             "namesrv_fenced_removals",
-            "Removals refused because a newer registration owns the broker",
+            "Removals that removed nothing: registered again since (reason unregister, close), "
+            "expired or removed already (close_gone), held by another open connection (close_held)",
             ["reason"],
             registry=r,
         )

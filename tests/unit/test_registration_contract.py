@@ -54,7 +54,7 @@ def test_register_broker_args_match_the_header() -> None:
         BodyFacts("{}", 0, None, 2, "d", False),
     )
     keys = args.keys(Keyspace("ns"))
-    assert len(keys) == len(key_names(text)) == 15
+    assert len(keys) == len(key_names(text)) == 17
     assert fixed_argv(text) == list(range(1, len(args.argv(CTX)) + 1))
     # the header names each key's pattern; the object fills the same ones, in that order
     for pattern, key in zip(key_names(text), keys, strict=True):

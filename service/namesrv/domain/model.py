@@ -272,6 +272,7 @@ class RegisterBrokerRequest:
     heartbeatTimeoutMillis: int | None = None
     enableActingMaster: bool | None = None  # None: a 4.x broker that does not send the field
     body: RawBody | None = None  # the raw body, decoded only if the registry needs its content
+    holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,7 @@ class BrokerRegistrar:
             token=uuid.uuid4().hex,
             return_order=s.returnOrderTopicConfigToBroker,
             body_hash=req.body.hash if req.body is not None else "",
+            holder=req.holder,
         )
         laid_out_by = ""  # the member whose body to lay out once this registration is answered
         if req.wrapper is not None:

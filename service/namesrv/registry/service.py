@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from enum import Enum
 
 import orjson
 
@@ -41,6 +42,15 @@ from namesrv.store.script_args import KeysStatus, UnregisterStatus
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 100
+
+
+class CloseOutcome(Enum):
+    """What a closed connection did to a broker registered over it."""
+
+    DONE = "removed"
+    FENCED = "kept: registered again since, over another connection or HTTP"
+    GONE = "not removed: it had expired or was removed already"
+    HELD = "kept: another open connection to the fleet holds it"
 
 
 def chunked(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
@@ -106,9 +116,34 @@ class RegistryService:
         fence_epoch: int | None = None,
         reason: str = "unregister",
     ) -> bool:
-        """Remove a broker address; False when fenced (a newer registration owns it)."""
+        """Remove a broker address; False when fenced (a newer registration owns it, or none is
+        live any more)."""
+        status = await self._unregister(cluster, addr, broker_name, broker_id, fence_epoch, reason, "")
+        return status is UnregisterStatus.DONE
+
+    async def release_broker(self, registration: Registration, holder: str) -> CloseOutcome:
+        """A remoting connection that registered the broker closed (``holder`` names it): the
+        broker goes only when no other open connection to the fleet holds it, the epoch fence
+        deciding otherwise."""
+        reg = registration
+        status = await self._unregister(
+            reg.cluster, reg.addr, reg.broker_name, reg.broker_id, reg.epoch, "close", holder
+        )
+        return CloseOutcome[status.name]
+
+    async def _unregister(
+        self,
+        cluster: str,
+        addr: str,
+        broker_name: str,
+        broker_id: int | str,
+        fence_epoch: int | None,
+        reason: str,
+        holder: str,
+    ) -> UnregisterStatus:
         if not _storable(cluster, addr, broker_name):
-            return fence_epoch is None  # never registered: nothing to remove, nothing to fence
+            # never registered: nothing to remove, nothing to fence
+            return UnregisterStatus.DONE if fence_epoch is None else UnregisterStatus.GONE
         status, _removed, pending = await self.store.unregister(
             cluster=cluster,
             addr=addr,
@@ -116,6 +151,7 @@ class RegistryService:
             broker_id=broker_id,
             fence_epoch=fence_epoch,
             reason=reason,
+            holder=holder,
         )
         self._wrote()
         if status is UnregisterStatus.FENCED:
@@ -126,10 +162,9 @@ class RegistryService:
                 addr,
                 fence_epoch,
             )
-            return False
         if pending:
             await self.clean_broker_topics(broker_name)
-        return True
+        return status
 
     async def clean_broker_topics(self, broker_name: str) -> None:
         topics = await self.store.broker_topics(broker_name)

@@ -42,6 +42,7 @@ async def register_broker(
         zoneName=get_str(ext, ZONE_NAME),
         heartbeatTimeoutMillis=get_long(ext, "heartbeatTimeoutMillis"),
         enableActingMaster=get_bool(ext, "enableActingMaster"),
+        holder=conn.holder,
     )
     result, registration = await ctx.service.register_broker(request)
     if result is None:

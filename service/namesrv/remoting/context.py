@@ -30,6 +30,7 @@ class ConnectionState:
     """What a connection remembers: the registrations made over it, for fenced close removal."""
 
     peer: str
+    holder: str = ""  # '<workerId>#<n>': what the registry calls this connection (unregisterBroker)
     registrations: dict[tuple[str, str], Registration] = field(default_factory=dict)
 
 

@@ -12,6 +12,7 @@ what is in flight, and only then closes connections.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections import deque
@@ -33,6 +34,7 @@ from namesrv.protocol.remoting import (
 )
 from namesrv.registry.registration import Registration
 from namesrv.registry.route_lookups import STALE, Stale
+from namesrv.registry.service import CloseOutcome
 from namesrv.remoting.catch_ups import CatchUps
 from namesrv.remoting.context import ConnectionState, HandlerContext, reply
 from namesrv.remoting.guard import FrameGuard, PartialFrame
@@ -41,6 +43,8 @@ from namesrv.remoting.routes import route_from_cache
 from namesrv.tls import ServerTls, create_server
 
 log = logging.getLogger(__name__)
+# A close that removed nothing, in namesrv_fenced_removals_total{reason}.
+KEPT_REASON = {CloseOutcome.FENCED: "close", CloseOutcome.GONE: "close_gone", CloseOutcome.HELD: "close_held"}
 ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 ROUTE_OPERATION = RequestCode.GET_ROUTEINFO_BY_TOPIC.name
 WRITE_HIGH_WATER = 4 * 1024 * 1024
@@ -79,7 +83,7 @@ class RemotingConnection(asyncio.Protocol):
         self.server = server
         self.decoder = FrameDecoder(server.ctx.settings.frameMaxLength)
         self.transport: asyncio.Transport | None = None
-        self.state = ConnectionState(peer="?")
+        self.state = ConnectionState(peer="?", holder=server.next_holder())
         self.tasks: set[asyncio.Task[None]] = set()
         self.last_active = time.monotonic()
         self.closing = False
@@ -256,16 +260,10 @@ class RemotingConnection(asyncio.Protocol):
             self.last_active = time.monotonic()
 
     async def _remove_brokers(self, registrations: list[Registration]) -> None:
+        metrics = self.server.metrics
         for reg in registrations:
             try:
-                removed = await self.server.ctx.service.unregister_broker(
-                    reg.cluster,
-                    reg.addr,
-                    reg.broker_name,
-                    reg.broker_id,
-                    fence_epoch=reg.epoch,
-                    reason="close",
-                )
+                status = await self.server.ctx.service.release_broker(reg, self.state.holder)
             except StoreUnavailable as exc:
                 log.warning(
                     "removing %s/%s after its connection closed failed (%s); the sweep will expire it",
@@ -281,14 +279,12 @@ class RemotingConnection(asyncio.Protocol):
                     reg.addr,
                 )
                 continue
-            metric = self.server.metrics.removals if removed else self.server.metrics.fenced
-            metric.labels("close").inc()
+            if status is CloseOutcome.DONE:
+                metrics.removals.labels("close").inc()
+            else:
+                metrics.fenced.labels(KEPT_REASON[status]).inc()
             log.info(
-                "connection %s closed: broker %s/%s %s",
-                self.state.peer,
-                reg.cluster,
-                reg.addr,
-                "removed" if removed else "kept (registered again elsewhere)",
+                "connection %s closed: broker %s/%s %s", self.state.peer, reg.cluster, reg.addr, status.value
             )
 
     def close(self) -> None:
@@ -311,6 +307,11 @@ class RemotingServer:
         self.guard = FrameGuard(settings, metrics)
         self._server: asyncio.AbstractServer | None = None
         self._idle_task: asyncio.Task[None] | None = None
+        self._connections_made = itertools.count(1)
+
+    def next_holder(self) -> str:
+        """A connection's holder id: which worker, which of its connections (unregisterBroker)."""
+        return f"{self.ctx.worker.worker_id}#{next(self._connections_made)}"
 
     @property
     def port(self) -> int:

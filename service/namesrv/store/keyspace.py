@@ -106,9 +106,16 @@ class Keyspace:
     def meta(self) -> str:
         return self._k("meta")
 
+    @property
+    def workers(self) -> str:
+        return self._k("workers")
+
     # --- keys named after data (always named by the caller, never built inside Lua) ---
     def alive(self, cluster: str, addr: str) -> str:
         return self._k("alive:" + live_member(cluster, addr))
+
+    def holders(self, cluster: str, addr: str) -> str:
+        return self._k("holders:" + live_member(cluster, addr))
 
     def topic(self, topic: str) -> str:
         return self._k("topic:" + topic)

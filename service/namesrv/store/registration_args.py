@@ -1,7 +1,7 @@
 """The call objects of a registration (the convention: :mod:`.script_call`), with the statuses
 and records their replies decode to.
 
-``registerBroker-15`` and ``registerBrokerTopics-10`` document their KEYS, ARGV and reply in
+``registerBroker-17`` and ``registerBrokerTopics-10`` document their KEYS, ARGV and reply in
 their headers; these objects are the only place that packs and reads them, so a field is named
 once and a change to a script's contract is one edit here (and a test reads the headers back).
 """
@@ -85,7 +85,7 @@ UNDECODED = BodyFacts("", 0, None, 0, "", False)
 
 @dataclass(frozen=True)
 class RegisterBrokerArgs:
-    """``registerBroker-15``."""
+    """``registerBroker-17``."""
 
     SCRIPT: ClassVar[str] = "registerBroker"
     REPLY: ClassVar[tuple[str, ...]] = (
@@ -111,6 +111,7 @@ class RegisterBrokerArgs:
     return_order: bool
     body_hash: str  # '' when the request had no raw body (the HTTP API)
     body: BodyFacts = UNDECODED
+    holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
 
     def keys(self, k: Keyspace) -> list[str]:
         return [
@@ -129,6 +130,8 @@ class RegisterBrokerArgs:
             k.kv(ORDER_TOPIC_CONFIG),
             k.alive(self.cluster, self.addr),
             k.btopics(self.broker_name),
+            k.holders(self.cluster, self.addr),
+            k.workers,
         ]
 
     def argv(self, ctx: CallContext) -> list[Any]:
@@ -153,6 +156,7 @@ class RegisterBrokerArgs:
             flag(self.return_order),
             flag(b.prune_leftovers),
             self.body_hash,
+            self.holder,
         ]
 
     def decode(self, reply: Any) -> HeaderOutcome:

@@ -38,6 +38,7 @@ from namesrv.store.script_args import (
     KeysOutcome,
     KvDeleteArgs,
     KvPutArgs,
+    NoteWorkerArgs,
     PermMode,
     RegisterTopicArgs,
     RouteInfoArgs,
@@ -199,8 +200,11 @@ class RegistryStore:
         broker_id: int | str,
         fence_epoch: int | None,
         reason: str,
+        holder: str = "",
     ) -> UnregisterOutcome:
-        return await self._write(UnregisterArgs(cluster, addr, broker_name, broker_id, fence_epoch, reason))
+        return await self._write(
+            UnregisterArgs(cluster, addr, broker_name, broker_id, fence_epoch, reason, holder)
+        )
 
     async def expire(self, limit: int) -> ExpireOutcome:
         return await self._run(ExpireArgs(limit))
@@ -218,6 +222,10 @@ class RegistryStore:
     # ---- liveness ----
     async def heartbeat(self, cluster: str, addr: str, source: str) -> tuple[bool, str | None]:
         return await self._write(HeartbeatArgs(cluster, addr, source))
+
+    async def note_worker(self, running: bool) -> int:
+        """This worker runs (or stops); returns how many workers run."""
+        return await self._run(NoteWorkerArgs(running))
 
     # ---- admin writes ----
     async def change_perm(self, broker_name: str, topics: Sequence[str], *, wipe: bool) -> int:

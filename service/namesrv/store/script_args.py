@@ -30,7 +30,9 @@ class UnregisterStatus(IntEnum):
     """First element of unregisterBroker's reply."""
 
     DONE = 1
-    FENCED = -2  # the live registration has another epoch, or none: nothing changed
+    FENCED = -2  # the live registration has another epoch (registered again): nothing changed
+    GONE = -6  # an epoch was given and nothing is live (expired or removed already)
+    HELD = -7  # a close, and another open connection to the fleet holds the broker
 
 
 class SetPermStatus(IntEnum):
@@ -109,10 +111,16 @@ def _removal_keys(k: Keyspace) -> list[str]:
     ]
 
 
+# A worker counts as running (its connections hold brokers) this long after its last beat: ten
+# beats (noteWorker every second), so a stalled event loop or a brief Redis outage is no death.
+WORKER_WINDOW_MS = 10_000
+WORKER_FORGET_MS = 3_600_000
+
+
 # ---- removal ----
 @dataclass(frozen=True)
 class UnregisterArgs:
-    """``unregisterBroker-11``."""
+    """``unregisterBroker-13``."""
 
     SCRIPT: ClassVar[str] = "unregisterBroker"
     REPLY: ClassVar[tuple[str, ...]] = ("status", "removed", "cleanupPending")
@@ -122,9 +130,15 @@ class UnregisterArgs:
     broker_id: int | str
     fence_epoch: int | None  # None: an unconditional unregister
     reason: str  # one of changelog.REMOVAL_REASONS: the script appends it as the event kind
+    holder: str = ""  # a close: the connection's holder id (HELD while another holds the broker)
 
     def keys(self, k: Keyspace) -> list[str]:
-        return [*_removal_keys(k), k.alive(self.cluster, self.addr)]
+        return [
+            *_removal_keys(k),
+            k.alive(self.cluster, self.addr),
+            k.holders(self.cluster, self.addr),
+            k.workers,
+        ]
 
     def argv(self, ctx: CallContext) -> list[Any]:
         return [
@@ -136,6 +150,8 @@ class UnregisterArgs:
             self.reason,
             ctx.max_len,
             ctx.worker_id,
+            self.holder,
+            WORKER_WINDOW_MS,
         ]
 
     def decode(self, reply: Any) -> UnregisterOutcome:
@@ -196,7 +212,7 @@ class CleanTopicsArgs:
 # ---- liveness ----
 @dataclass(frozen=True)
 class HeartbeatArgs:
-    """``brokerHeartbeat-5``."""
+    """``brokerHeartbeat-6``."""
 
     SCRIPT: ClassVar[str] = "brokerHeartbeat"
     REPLY: ClassVar[tuple[str, ...]] = ("live", "dataVersion")
@@ -205,7 +221,14 @@ class HeartbeatArgs:
     source: str  # the request code that carried the heartbeat: '904' or '322'
 
     def keys(self, k: Keyspace) -> list[str]:
-        return [k.live, k.deadlines, k.dataversions, k.events, k.alive(self.cluster, self.addr)]
+        return [
+            k.live,
+            k.deadlines,
+            k.dataversions,
+            k.events,
+            k.alive(self.cluster, self.addr),
+            k.holders(self.cluster, self.addr),
+        ]
 
     def argv(self, ctx: CallContext) -> list[Any]:
         return [live_member(self.cluster, self.addr), ctx.max_len, self.source, ctx.worker_id]
@@ -214,6 +237,26 @@ class HeartbeatArgs:
         """(the broker was known and refreshed, its stored DataVersion JSON)"""
         live, data_version = reply_of(self, reply)
         return bool(int(live)), (str(data_version) or None)
+
+
+@dataclass(frozen=True)
+class NoteWorkerArgs:
+    """``noteWorker-1``."""
+
+    SCRIPT: ClassVar[str] = "noteWorker"
+    REPLY: ClassVar[tuple[str, ...]] = ("running",)
+    running: bool  # False: the worker stops, its entry goes
+
+    def keys(self, k: Keyspace) -> list[str]:
+        return [k.workers]
+
+    def argv(self, ctx: CallContext) -> list[Any]:
+        return [ctx.worker_id, flag(self.running), WORKER_FORGET_MS, WORKER_WINDOW_MS]
+
+    def decode(self, reply: Any) -> int:
+        """How many workers run (seen within WORKER_WINDOW_MS)."""
+        (running,) = reply_of(self, reply)
+        return int(running)
 
 
 # ---- admin writes ----

@@ -9,6 +9,7 @@
   KEYS[3]  {ns}:dataversions    HASH member -> DataVersion JSON
   KEYS[4]  {ns}:events          STREAM change log
   KEYS[5]  {ns}:alive:<cluster>/<addr> STRING epoch, PX = remaining life
+  KEYS[6]  {ns}:holders:<cluster>/<addr> HASH connections holding the broker (same life)
 
   ARGV[1]  member '<cluster>/<brokerAddr>'
   ARGV[2]  change-log length
@@ -22,7 +23,7 @@
 --- @include "common"
 
 local K = {live = KEYS[1], deadlines = KEYS[2], dataversions = KEYS[3], events = KEYS[4],
-  alive = KEYS[5]}
+  alive = KEYS[5], holders = KEYS[6]}
 local member, maxLen, source, via = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local info = decodeOrNil(rcall('HGET', K.live, member))
 local dv = rcall('HGET', K.dataversions, member) or ''
@@ -36,6 +37,7 @@ local timeout = tonumber(info.heartbeatTimeoutMillis)
 local deadline = now + timeout
 rcall('ZADD', K.deadlines, deadline, member)
 rcall('SET', K.alive, info.epoch, 'PX', timeout)
+rcall('PEXPIRE', K.holders, timeout)
 local cluster, addr = string.match(member, '^(.*)/([^/]*)$')
 emit(K.events, maxLen, 'heartbeat', now, {'cluster', cluster, 'brokerName', info.brokerName,
   'brokerAddr', addr, 'brokerId', tostring(info.brokerId), 'epoch', tostring(info.epoch),

@@ -20,6 +20,8 @@
   KEYS[13] {ns}:kv:ORDER_TOPIC_CONFIG  HASH topic -> order config
   KEYS[14] {ns}:alive:<cluster>/<addr> STRING epoch, PX = remaining life
   KEYS[15] {ns}:btopics:<brokerName>  SET topics the broker name has queues in
+  KEYS[16] {ns}:holders:<cluster>/<addr> HASH holder -> 'o:<epoch>' (open) or 'c:<epoch>' (closed)
+  KEYS[17] {ns}:workers         HASH workerId -> when it was last seen (ms, Redis clock)
 
   ARGV[1]  clusterName
   ARGV[2]  brokerAddr
@@ -44,6 +46,9 @@
   ARGV[18] '1' when deleteTopicWithBrokerRegistration is on and the body has no static-topic
            mappings (R10a): leftover topics of the broker then force a topic pass
   ARGV[19] hash of the raw body (with request version and compressed flag), or ''
+  ARGV[20] holder: '<workerId>#<connection>' when the registration came over a remoting
+           connection (it then holds the broker: unregisterBroker; its worker is seen running
+           now, see noteWorker), '' otherwise (HTTP)
 
   Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat,
             routeChanged}
@@ -64,7 +69,8 @@
 local K = {clusters = KEYS[1], brokers = KEYS[2], live = KEYS[3], deadlines = KEYS[4],
   dataversions = KEYS[5], filters = KEYS[6], pending = KEYS[7], epoch = KEYS[8],
   routever = KEYS[9], events = KEYS[10], bdigest = KEYS[11], kvns = KEYS[12], orderKv = KEYS[13],
-  alive = KEYS[14], btopics = KEYS[15]}
+  alive = KEYS[14], btopics = KEYS[15], holders = KEYS[16],
+  workers = KEYS[17]}
 local cluster, addr, brokerName = ARGV[1], ARGV[2], ARGV[3]
 local brokerId = tonumber(ARGV[4])
 local idKey = tostring(brokerId)
@@ -79,6 +85,7 @@ local maxLen = ARGV[16]
 local wantOrderConfig = ARGV[17] == '1'
 local pruneLeftovers = ARGV[18] == '1'
 local bodyHash = ARGV[19] or ''
+local holder = ARGV[20] or ''
 local member = cluster .. '/' .. addr
 local now = nowMs()
 local prevLive = rcall('HGET', K.live, member)
@@ -245,6 +252,14 @@ rcall('HSET', K.live, member, cjson.encode({brokerName = brokerName, brokerId = 
   registeredAt = now, body = (mode == 0 and bodyHash ~= '') and bodyRecord or nil}))
 rcall('ZADD', K.deadlines, deadline, member)
 rcall('SET', K.alive, epoch, 'PX', timeout)
+-- The connections this session is registered over: a close removes the broker only once none of
+-- them is open (unregisterBroker). A new session starts with none.
+if newSession then rcall('DEL', K.holders) end
+if holder ~= '' then
+  rcall('HSET', K.holders, holder, 'o:' .. epoch)
+  rcall('HSET', K.workers, string.match(holder, '^(.*)#[^#]*$') or holder, now)
+end
+rcall('PEXPIRE', K.holders, timeout)
 if mode == 0 then
   rcall('HSET', K.dataversions, member, dataVersion)
   rcall('HDEL', K.pending, member)

@@ -1,0 +1,36 @@
+--[[
+  noteWorker: a worker says it runs (every second), or that it stops. Connection holders of a
+  broker (unregisterBroker) count only while their worker is seen here, so a worker killed with
+  kill -9 stops holding brokers within the window its peers allow.
+
+  KEYS[1]  {ns}:workers         HASH workerId -> when it was last seen (ms, Redis clock)
+
+  ARGV[1]  id of the worker
+  ARGV[2]  '1' while it runs, '0' when it stops (its entry goes at once)
+  ARGV[3]  ms after which any worker's entry is forgotten (bounds the hash)
+  ARGV[4]  ms within which a worker counts as running, for the reply
+
+  Returns: {running}: how many workers were seen within ARGV[4] ms.
+  Complexity: O(workers).
+]]
+--- @include "common"
+
+local workers, id, running, forget, window = KEYS[1], ARGV[1], ARGV[2] == '1', tonumber(ARGV[3]),
+  tonumber(ARGV[4])
+local now = nowMs()
+if running then
+  rcall('HSET', workers, id, now)
+else
+  rcall('HDEL', workers, id)
+end
+local entries = rcall('HGETALL', workers)
+local seen = 0
+for i = 1, #entries, 2 do
+  local at = tonumber(entries[i + 1]) or 0
+  if at < now - forget then
+    rcall('HDEL', workers, entries[i])
+  elseif at >= now - window then
+    seen = seen + 1
+  end
+end
+return {seen}
