@@ -33,3 +33,5 @@ SERVICE: web.AppKey[RegistryService] = web.AppKey("service")
 FEED: web.AppKey[ChangeFeed] = web.AppKey("feed")
 REMOTING: web.AppKey[RemotingServer] = web.AppKey("remoting")
 AUTHORIZER: web.AppKey[Authorizer] = web.AppKey("authorizer")
+# Per request: the signed fields the ACL middleware checked (handlers with rules of their own).
+ACL_FIELDS: web.RequestKey[dict[str, str]] = web.RequestKey("acl_fields", dict)

@@ -476,3 +476,102 @@ async def test_a_reconnected_sim_broker_still_signs_as_its_account(enforcing: No
         assert reply.code == ResponseCode.TOPIC_NOT_EXIST  # signed and admitted, then not found
     finally:
         again.abort()
+
+
+# ---- UNREGISTER_BROKER: only the broker itself, or an admin (#25 row 5) ----
+ELSEWHERE = "10.1.1.1:10911"  # a broker that does not run on the tests' own address
+UNREGISTER = RequestCode.UNREGISTER_BROKER
+NOT_OWNER = (
+    f"not the broker's: request code 104 for {ELSEWHERE} is accepted only from the broker (the "
+    "connection that registered it, its own address, globalWhiteRemoteAddresses) or an admin account"
+)
+
+
+def unregister_fields() -> dict[str, str]:
+    return {
+        "clusterName": "DefaultCluster",
+        "brokerAddr": ELSEWHERE,
+        "brokerName": "broker-x",
+        "brokerId": "0",
+    }
+
+
+async def register_elsewhere(addr: str) -> RemotingClient:
+    c = await RemotingClient.connect(addr)
+    b = SimBroker(c, "DefaultCluster", "broker-x", ELSEWHERE, topics=topic_configs(["TopicX", "TBW102"]))
+    body = b.body()
+    reply = await c.invoke(RequestCode.REGISTER_BROKER, signed_fields(*PLAIN, b.header(body), body), body)
+    assert reply.code == 0, reply.remark
+    return c
+
+
+async def route_code(addr: str, topic: str = "TopicX") -> int:
+    return (await invoke(addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, account=PLAIN)).code
+
+
+async def test_an_app_account_cannot_unregister_someone_elses_broker(
+    enforcing: Node, redis_url: str, namespace: str
+) -> None:
+    owner = await register_elsewhere(enforcing.addr)
+    try:
+        before = await snapshot(redis_url, namespace)
+        reply = await invoke(enforcing.addr, UNREGISTER, unregister_fields(), account=PLAIN)
+        assert (reply.code, reply.remark) == (16, NOT_OWNER)
+        assert await snapshot(redis_url, namespace) == before
+        assert await route_code(enforcing.addr) == 0
+        assert (await decisions(enforcing)).get('{mode="enforcing",reason="not_owner",result="refused"}') == 1
+        # the admin account may
+        reply = await invoke(enforcing.addr, UNREGISTER, unregister_fields(), account=ADMIN)
+        assert reply.code == 0
+        assert await route_code(enforcing.addr) == 17
+    finally:
+        await owner.aclose()
+
+
+async def test_the_connection_that_registered_a_broker_may_unregister_it(enforcing: Node) -> None:
+    owner = await register_elsewhere(enforcing.addr)
+    try:
+        reply = await owner.invoke(UNREGISTER, signed_fields(*PLAIN, unregister_fields()))
+        assert (reply.code, reply.remark) == (0, None)
+        assert await route_code(enforcing.addr) == 17
+    finally:
+        await owner.aclose()
+
+
+async def test_an_app_account_cannot_unregister_over_http_either(enforcing: Node) -> None:
+    owner = await register_elsewhere(enforcing.addr)
+    try:
+        path = "/v1/brokers/unregister"
+        body = orjson.dumps(
+            {
+                "clusterName": "DefaultCluster",
+                "brokerAddr": ELSEWHERE,
+                "brokerName": "broker-x",
+                "brokerId": 0,
+            }
+        )
+        headers = {"Content-Type": "application/json"}
+        resp = await enforcing.app.post(
+            path,
+            data=body,
+            headers={**headers, "Authorization": authorization_header(*PLAIN, "POST", path, body=body)},
+        )
+        assert (resp.status, await resp.json()) == (403, {"code": 16, "remark": NOT_OWNER})
+        assert await route_code(enforcing.addr) == 0
+    finally:
+        await owner.aclose()
+
+
+async def test_without_acl_anyone_may_unregister_a_broker_as_in_java(node_default: Node) -> None:
+    owner = await RemotingClient.connect(node_default.addr)
+    try:
+        await SimBroker(
+            owner, "DefaultCluster", "broker-x", ELSEWHERE, topics=topic_configs(["TopicX", "T2"])
+        ).register()
+        reply = await invoke(node_default.addr, UNREGISTER, unregister_fields())
+        assert reply.code == 0
+        assert (
+            await invoke(node_default.addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicX"})
+        ).code == 17
+    finally:
+        await owner.aclose()

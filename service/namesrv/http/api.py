@@ -15,10 +15,11 @@ from namesrv.domain.model import ClusterInfo, check_name
 from namesrv.domain.routes import filter_by_zone
 from namesrv.http import payloads as p
 from namesrv.http.openapi import OPENAPI
-from namesrv.keys import HEALTH, METRICS, SCRIPTS, SERVICE, WORKER
+from namesrv.keys import ACL_FIELDS, AUTHORIZER, HEALTH, METRICS, SCRIPTS, SERVICE, WORKER
 from namesrv.protocol.fastjson import Dialect, dumps
 from namesrv.protocol.render import cluster_info_obj, data_version_obj, route_obj
 from namesrv.registry.config_update import apply_update
+from namesrv.security.http_auth import http_peer
 
 JSON = "application/json"
 
@@ -112,6 +113,10 @@ async def unregister_broker(request: web.Request) -> web.Response:
     name = p.required_str(body, "brokerName")
     broker_id = p.integer(body, "brokerId", lo=0, hi=2**63 - 1)
     epoch = p.integer(body, "epoch", lo=1, hi=2**63 - 1, required=False)
+    peer = http_peer(request.remote)
+    refusal = request.app[AUTHORIZER].check_unregister(request.get(ACL_FIELDS), peer, addr, False)
+    if refusal is not None:
+        raise PermissionDenied(refusal)
     done = await request.app[SERVICE].unregister_broker(
         cluster, addr, name, broker_id or 0, fence_epoch=epoch
     )

@@ -70,7 +70,11 @@ async def unregister_broker(
         required(ext, "brokerName"),
     )
     broker_id = get_long(ext, "brokerId")
-    known = conn.registrations.pop((cluster, addr), None)
+    known = conn.registrations.get((cluster, addr))
+    refusal = ctx.access.check_unregister(cmd.ext_fields, conn.peer, addr, known is not None)
+    if refusal is not None:  # refused before anything changed
+        return reply(ctx, cmd, ResponseCode.NO_PERMISSION, remark=refusal)
+    conn.registrations.pop((cluster, addr), None)
     # Fence on the epoch this connection registered, so a broker that meanwhile registered
     # through another worker is left alone; an unregister from elsewhere (mqadmin) is unconditional.
     await ctx.service.unregister_broker(

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from namesrv.domain.codes import RequestCode
 from namesrv.domain.errors import PermissionDenied
-from namesrv.keys import AUTHORIZER
+from namesrv.keys import ACL_FIELDS, AUTHORIZER
 from namesrv.security.signature import ACCESS_KEY, SIGNATURE, sign
 
 SCHEME = "RocketMQ-HMAC"
@@ -110,6 +110,7 @@ async def acl_middleware(request: web.Request, handler: Handler) -> web.StreamRe
         if authorizer.acl_enabled:
             fields, note = _fields(request)
             refusal = authorizer.check(code, fields, await request.read(), peer)
+            request[ACL_FIELDS] = fields
         else:
             refusal = authorizer.check(code, None, None, peer)
         if refusal is not None:

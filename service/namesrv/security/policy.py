@@ -4,7 +4,8 @@ Without ACL (``aclEnable=false``, the default) every request runs except the adm
 run only for peers in ``adminAllowFrom`` (loopback and private ranges by default). With ACL on, a
 request runs when it comes from a ``globalWhiteRemoteAddresses`` address (unsigned 4.x brokers),
 or when it is signed by a known account and comes from that account's ``whiteRemoteAddress`` (when
-one is set); admin codes always need a signed account with ``admin: true``. ``aclMode=permissive``
+one is set); admin codes always need a signed account with ``admin: true``. UNREGISTER_BROKER
+must also come from the broker itself (:meth:`Authorizer.check_unregister`). ``aclMode=permissive``
 serves every request but logs and counts what enforcing would refuse.
 
 A refusal happens before any handler runs, so it changes nothing.
@@ -205,7 +206,42 @@ class Authorizer:
         """Decide, count, log: the remark to refuse with, or None to serve the request."""
         if not self.acl_enabled and code not in ADMIN_CODES:
             return None  # the hot path without ACL: nothing to decide, nothing to count
-        decision = self.decide(code, fields or {}, body, peer)
+        return self._enforce(self.decide(code, fields or {}, body, peer), peer)
+
+    def check_unregister(
+        self, fields: Mapping[str, str] | None, peer: str, broker_addr: str, registered_here: bool
+    ) -> str | None:
+        """UNREGISTER_BROKER, once :meth:`check` let it through: with ACL on, only the broker may
+        remove itself: the connection that registered it, its own address (the host of
+        ``brokerAddr``), a ``globalWhiteRemoteAddresses`` address (where brokers run unsigned), or
+        an admin account. Any other account removing a broker it does not run would take every
+        route of it away until its next registration. With ACL off anyone may, as in Java."""
+        if not self.acl_enabled:
+            return None
+        return self._enforce(self._owner(fields or {}, peer, broker_addr, registered_here), peer)
+
+    def _owner(
+        self, fields: Mapping[str, str], peer: str, broker_addr: str, registered_here: bool
+    ) -> Decision:
+        if registered_here:
+            return Decision(True, "own_connection")
+        ip = self._ip(peer)
+        if ip is not None and ip == peer_ip(broker_addr):
+            return Decision(True, "own_address")
+        if self._globally_white(peer, ip):
+            return ALLOWED_GLOBAL_WHITE
+        account = self.acl.accounts.get(fields.get(ACCESS_KEY) or "")
+        if account is not None and account.admin:  # check() verified the signature already
+            return Decision(True, "admin")
+        return Decision(
+            False,
+            "not_owner",
+            f"not the broker's: request code {int(RequestCode.UNREGISTER_BROKER)} for {broker_addr[:200]} "
+            "is accepted only from the broker (the connection that registered it, its own address, "
+            "globalWhiteRemoteAddresses) or an admin account",
+        )
+
+    def _enforce(self, decision: Decision, peer: str) -> str | None:
         if decision.allowed:
             self._count("allowed", decision.reason)
             return None
