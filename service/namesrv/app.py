@@ -30,6 +30,7 @@ from namesrv.http.api import setup_routes
 from namesrv.http.middleware import PARSER_MAX_LINE_BYTES, error_middleware
 from namesrv.keys import AUTHORIZER, FEED, HEALTH, METRICS, REDIS, REMOTING, SCRIPTS, SERVICE, STORE, WORKER
 from namesrv.metrics import Metrics
+from namesrv.registry.kv_tables import KvTables
 from namesrv.registry.route_cache import RouteCache
 from namesrv.registry.route_lookups import Routes, UncachedRoutes
 from namesrv.registry.route_reader import RouteReader
@@ -218,12 +219,15 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     reader = RouteReader(store, worker.current)
     lookups = route_lookups(base, reader, feed)
     feed.subscribe(WorkerConfigFollower(store, worker))
+    kv_tables = KvTables(store.kv_list, feed, staleness_s=staleness_s, catch_up_s=timeout_s)
+    feed.subscribe(kv_tables)
     service = RegistryService(
         store,
         worker.current,
         lookups,
         count_registration=lambda result: metrics.registrations.labels(result).inc(),
         count_limit=lambda limit: metrics.limit_refusals.labels(limit).inc(),
+        kv_tables=kv_tables,
     )
     if isinstance(lookups, RouteCache):
         metrics.watch_route_cache(lookups)

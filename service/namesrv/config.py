@@ -170,6 +170,22 @@ class Settings:
         hi=1 << 30,
         dynamic=True,
     )
+    kvNamespaceMaxBytes: int = _opt(
+        1048576,
+        "Most bytes (keys plus values, UTF-8) one KV namespace may hold; a PUT_KV_CONFIG that would "
+        "grow it past this is refused. 1 MiB holds about 15,000 order-topic configs "
+        "(ORDER_TOPIC_CONFIG).",
+        lo=1024,
+        hi=1 << 30,
+        dynamic=True,
+    )
+    kvMaxBytes: int = _opt(
+        16777216,
+        "Most bytes all KV namespaces together may hold; a PUT_KV_CONFIG past it is refused.",
+        lo=1024,
+        hi=1 << 34,
+        dynamic=True,
+    )
     eventsMaxBytes: int = _opt(
         268435456,
         "Change-log memory budget (bytes): the stream is trimmed when Redis reports it larger.",

@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from namesrv.domain.errors import BadRequest, TooLarge
+from namesrv.keys import SERVICE
 from namesrv.registry.service import RegistryService
 from tests.builders import register, register_json
 from tests.registry.conftest import MakeService
@@ -173,3 +174,68 @@ async def test_http_kv(client: TestClient[Any, Any]) -> None:
     assert await (await client.delete(f"/v1/kv/{NS}/TopicTest")).json() == {"code": 0, "deleted": True}
     assert await (await client.delete(f"/v1/kv/{NS}/TopicTest")).json() == {"code": 0, "deleted": False}
     assert await (await client.get(f"/v1/kv/{NS}")).json() == {"table": {}}
+
+
+# ---- KV bounds (#25 row 3) ----
+async def test_a_namespace_is_refused_past_kv_namespace_max_bytes_and_nothing_changes(
+    make_service: MakeService, redis: Redis, namespace: str
+) -> None:
+    service = make_service(kvNamespaceMaxBytes=1024, kvMaxBytes=4096)
+    refused: list[str] = []
+    service.count_limit = refused.append
+    for i in range(10):  # 10 x (2 + 100) = 1,020 bytes
+        await service.kv_put("FLOOD", f"k{i}", "v" * 100)
+    before = await events(redis, namespace)
+    with pytest.raises(TooLarge) as info:
+        await service.kv_put("FLOOD", "kA", "v" * 100)
+    assert info.value.remark == (
+        "KV namespace 'FLOOD' holds 1020 bytes; this put would pass its maximum of 1024 "
+        "(kvNamespaceMaxBytes): nothing stored"
+    )
+    assert (info.value.limit, refused) == ("kvNamespaceMaxBytes", ["kvNamespaceMaxBytes"])
+    assert await service.kv_get("FLOOD", "kA") is None
+    assert await events(redis, namespace) == before
+    # a put that does not grow the namespace is still accepted; a delete frees room
+    await service.kv_put("FLOOD", "k0", "w" * 100)
+    await service.kv_delete("FLOOD", "k1")
+    await service.kv_put("FLOOD", "kA", "v" * 100)
+    assert await redis.hgetall(service.store.k.kvbytes) == {"FLOOD": "1020", "": "1020"}
+
+
+async def test_the_whole_kv_is_refused_past_kv_max_bytes(make_service: MakeService) -> None:
+    service = make_service(kvNamespaceMaxBytes=1024, kvMaxBytes=2048)
+    for ns in ("A", "B"):
+        for i in range(10):
+            await service.kv_put(ns, f"k{i}", "v" * 100)
+    with pytest.raises(TooLarge) as info:
+        await service.kv_put("C", "k", "v" * 100)
+    assert info.value.remark == (
+        "the KV config holds 2040 bytes; this put would pass its maximum of 2048 (kvMaxBytes): nothing stored"
+    )
+    assert await service.kv_list("C") is None  # not even the namespace came into existence
+
+
+async def test_a_namespace_written_before_the_accounting_is_counted_on_first_use(
+    make_service: MakeService, redis: Redis
+) -> None:
+    service = make_service(kvNamespaceMaxBytes=1024)
+    k = service.store.k
+    await redis.sadd(k.kvns, "OLD")
+    await redis.hset(k.kv("OLD"), mapping={f"k{i}": "v" * 100 for i in range(10)})  # 1,020 bytes
+    with pytest.raises(TooLarge):
+        await service.kv_put("OLD", "more", "v" * 10)
+    assert await redis.hgetall(k.kvbytes) == {"OLD": "1020", "": "1020"}
+
+
+async def test_namespace_reads_come_from_memory_until_the_namespace_changes(
+    client: TestClient[Any, Any],
+) -> None:
+    service = client.app[SERVICE]  # type: ignore[index]
+    tables = service.kv_tables
+    await service.kv_put(NS, "T1", "broker-a:8")
+    for _ in range(50):
+        assert await service.kv_list(NS) == {"T1": "broker-a:8"}
+    assert tables.reads == 1
+    await service.kv_put(NS, "T2", "broker-a:4")  # this worker's own write: seen at once
+    assert await service.kv_list(NS) == {"T1": "broker-a:8", "T2": "broker-a:4"}
+    assert tables.reads == 2

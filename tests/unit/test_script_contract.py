@@ -37,6 +37,7 @@ from namesrv.store.script_args import (
     KeysStatus,
     KvDeleteArgs,
     KvPutArgs,
+    KvPutStatus,
     NoteWorkerArgs,
     PermMode,
     ReadChangesArgs,
@@ -169,13 +170,15 @@ CASES = [
         ["B1", "{q1}", 0, "B2", "{q2}", 1],
     ),
     Case(
-        KvPutArgs("NS", "key", "value"),
+        KvPutArgs("NS", "key", "value", 1000, 2000),
         [
             ("namespace", "NS"),
             ("key", "key"),
             ("value", "value"),
             ("'1' when a value", "1"),
             ("change-log", MAX_LEN),
+            ("kvNamespaceMaxBytes", 1000),
+            ("kvMaxBytes", 2000),
         ],
         [],
         [],
@@ -303,7 +306,7 @@ def test_optional_arguments_pack_as_the_headers_say() -> None:
     # '' for "none" in unregisterBroker ARGV[5], deleteTopic ARGV[2], kvPut ARGV[3]
     assert UnregisterArgs("C", "A:1", "B", 0, None, "unregister").argv(CTX)[4] == ""
     assert DeleteTopicArgs("T", None, []).argv(CTX)[1] == ""
-    assert KvPutArgs("NS", "k", None).argv(CTX)[2:4] == ["", "0"]
+    assert KvPutArgs("NS", "k", None, 1, 1).argv(CTX)[2:4] == ["", "0"]
     assert GetBrokersArgs(None).argv(CTX) == ["1"]
     assert RouteInfoArgs("T", False).argv(CTX)[1] == "0"
     assert CleanTopicsArgs("B", [], False).argv(CTX)[1] == "0"
@@ -320,7 +323,8 @@ STATUS_CASES = [
     (TopicsStatus, ["registerBrokerTopics"], FIRST),
     (UnregisterStatus, ["unregisterBroker"], FIRST),
     (KeysStatus, ["deleteTopic", "getTopicsByCluster"], FIRST),
-    (SetPermStatus, ["setWritePerm"], FIRST),  # its other answer is {count}, not a literal
+    (SetPermStatus, ["setWritePerm"], FIRST),
+    (KvPutStatus, ["kvPut"], FIRST),  # its other answer is {count}, not a literal
     (FeedStatus, ["readChanges"], AFTER_INSTANCE),
 ]
 

@@ -87,6 +87,10 @@ class Keyspace:
         return self._k("kvns")
 
     @property
+    def kvbytes(self) -> str:
+        return self._k("kvbytes")
+
+    @property
     def config(self) -> str:
         return self._k("config")
 

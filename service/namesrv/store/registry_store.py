@@ -38,6 +38,7 @@ from namesrv.store.script_args import (
     KeysOutcome,
     KvDeleteArgs,
     KvPutArgs,
+    KvPutOutcome,
     NoteWorkerArgs,
     PermMode,
     RegisterTopicArgs,
@@ -242,8 +243,10 @@ class RegistryStore:
     async def register_topic(self, topic: str, queues: Sequence[tuple[str, str, int]]) -> int:
         return await self._write(RegisterTopicArgs(topic, queues))
 
-    async def kv_put(self, namespace: str, key: str, value: str | None) -> None:
-        await self._write(KvPutArgs(namespace, key, value))
+    async def kv_put(
+        self, namespace: str, key: str, value: str | None, namespace_max: int, total_max: int
+    ) -> KvPutOutcome:
+        return await self._write(KvPutArgs(namespace, key, value, namespace_max, total_max))
 
     async def kv_delete(self, namespace: str, key: str) -> bool:
         return await self._write(KvDeleteArgs(namespace, key))
@@ -273,6 +276,11 @@ class RegistryStore:
     async def kv_get(self, namespace: str, key: str) -> str | None:
         value = await self._q(lambda: self.redis.hget(self.k.kv(namespace), key))
         return None if value is None else str(value)
+
+    async def kv_sizes(self) -> dict[str, int]:
+        """Bytes of each KV namespace as accounted ('' is the whole KV's)."""
+        raw = await self._q(lambda: self.redis.hgetall(self.k.kvbytes))
+        return {str(k): int(v) for k, v in raw.items()}
 
     async def kv_list(self, namespace: str) -> dict[str, str] | None:
         """The namespace's table, or None when the namespace does not exist (one snapshot)."""

@@ -350,29 +350,54 @@ class RegisterTopicArgs:
         return int(written)
 
 
+class KvPutStatus(IntEnum):
+    """First element of kvPut's reply."""
+
+    STORED = 1
+    NAMESPACE_FULL = -8  # the namespace would pass kvNamespaceMaxBytes: nothing changed
+    KV_FULL = -9  # the whole KV would pass kvMaxBytes: nothing changed
+
+
+class KvPutOutcome(NamedTuple):
+    status: KvPutStatus
+    namespace_bytes: int  # the namespace's keys and values, after the call
+    total_bytes: int  # the whole KV's
+
+
 @dataclass(frozen=True)
 class KvPutArgs:
-    """``kvPut-3``."""
+    """``kvPut-4``."""
 
     SCRIPT: ClassVar[str] = "kvPut"
-    REPLY: ClassVar[tuple[str, ...]] = ("done",)
+    REPLY: ClassVar[tuple[str, ...]] = ("status", "namespaceBytes", "totalBytes")
     namespace: str
     key: str
     value: str | None  # None: Java's null value
+    namespace_max: int  # kvNamespaceMaxBytes
+    total_max: int  # kvMaxBytes
 
     def keys(self, k: Keyspace) -> list[str]:
-        return [k.kvns, k.kv(self.namespace), k.events]
+        return [k.kvns, k.kv(self.namespace), k.events, k.kvbytes]
 
     def argv(self, ctx: CallContext) -> list[Any]:
-        return [self.namespace, self.key, self.value or "", flag(self.value is not None), ctx.max_len]
+        return [
+            self.namespace,
+            self.key,
+            self.value or "",
+            flag(self.value is not None),
+            ctx.max_len,
+            self.namespace_max,
+            self.total_max,
+        ]
 
-    def decode(self, reply: Any) -> None:
-        reply_of(self, reply)
+    def decode(self, reply: Any) -> KvPutOutcome:
+        status, namespace_bytes, total = reply_of(self, reply)
+        return KvPutOutcome(KvPutStatus(int(status)), int(namespace_bytes), int(total))
 
 
 @dataclass(frozen=True)
 class KvDeleteArgs:
-    """``kvDelete-3``."""
+    """``kvDelete-4``."""
 
     SCRIPT: ClassVar[str] = "kvDelete"
     REPLY: ClassVar[tuple[str, ...]] = ("deleted",)
@@ -380,7 +405,7 @@ class KvDeleteArgs:
     key: str
 
     def keys(self, k: Keyspace) -> list[str]:
-        return [k.kvns, k.kv(self.namespace), k.events]
+        return [k.kvns, k.kv(self.namespace), k.events, k.kvbytes]
 
     def argv(self, ctx: CallContext) -> list[Any]:
         return [self.namespace, self.key, ctx.max_len]
