@@ -8,7 +8,7 @@ max_line_length = 110
 -- loaded, so the locals the includes define are in scope in every script: read them from the
 -- include files themselves, so this list cannot drift.
 local shared = {}
-for _, name in ipairs({"common", "unregisterCore"}) do
+for _, name in ipairs({"common", "unregisterCore", "silence", "kvBytes"}) do
   local file = assert(io.open("lua/includes/" .. name .. ".lua"))
   for line in file:lines() do
     local defined = line:match("^local function ([%w_]+)") or line:match("^local ([%w_]+) =")

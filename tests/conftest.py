@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from redis.asyncio import Redis
 
 from namesrv.app import create_app
@@ -18,6 +20,13 @@ from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.scripts import ScriptRegistry
 from tests.redis_server import redis_for_tests
+
+# Property tests check behaviour, not speed: on a busy machine an example may take long, which
+# must not fail the test (benchmarks measure time).
+hypothesis_settings.register_profile(
+    "namesrv", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+hypothesis_settings.load_profile("namesrv")
 
 
 @pytest.fixture(scope="session")

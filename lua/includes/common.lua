@@ -94,18 +94,21 @@ end
 -- Hide addresses past their deadline, as the next sweep would remove them (reads never serve
 -- an expired broker). Returns whether an address was hidden, and the earliest deadline among the
 -- addresses kept (nil when none has one): a cached copy of what was read is valid until then.
-local function hideExpired(deadlinesKey, bd, now)
+-- With `seen` (a table), each kept address's member -> deadline is added to it.
+local function hideExpired(deadlinesKey, bd, now, seen)
   local dropped, soonest = false, nil
   local own = type(bd.addrClusters) == 'table' and bd.addrClusters or {}
   for id, a in pairs(bd.brokerAddrs) do
-    local s = rcall('ZSCORE', deadlinesKey, (own[a] or bd.cluster) .. '/' .. a)
+    local member = (own[a] or bd.cluster) .. '/' .. a
+    local s = rcall('ZSCORE', deadlinesKey, member)
     if s then
       local deadline = tonumber(s)
       if deadline < now then
         bd.brokerAddrs[id] = nil
         dropped = true
-      elseif soonest == nil or deadline < soonest then
-        soonest = deadline
+      else
+        if soonest == nil or deadline < soonest then soonest = deadline end
+        if seen then seen[member] = deadline end
       end
     end
   end

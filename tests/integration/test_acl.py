@@ -17,7 +17,6 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from redis.asyncio import Redis
 
 from namesrv.app import create_app
 from namesrv.config import ConfigError, Settings
@@ -30,6 +29,7 @@ from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.cli import main as sim_main
 from namesrv.sim.client import RemotingClient
 from tests.conftest import close_client, start_client
+from tests.registry_state import snapshot
 
 ADMIN = ("mqadmin", "admin-secret-1")
 PLAIN = ("RocketMQ", "12345678")
@@ -115,16 +115,6 @@ async def registered(enforcing: Node) -> AsyncIterator[Node]:
     c = await register_signed(enforcing.addr, PLAIN)
     yield enforcing
     await c.aclose()
-
-
-async def snapshot(redis_url: str, namespace: str) -> dict[bytes, bytes | None]:
-    """Every key of the namespace with its serialized value: equal snapshots, unchanged state."""
-    raw = Redis.from_url(redis_url)
-    try:
-        keys = sorted([k async for k in raw.scan_iter(match=f"{{{namespace}}}*")])
-        return {k: await raw.dump(k) for k in keys}
-    finally:
-        await raw.aclose()
 
 
 async def route_perms(addr: str, account: tuple[str, str] = ADMIN) -> list[int]:

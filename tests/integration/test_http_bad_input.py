@@ -8,21 +8,11 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient
-from redis.asyncio import Redis
 
 from tests.builders import register_json
+from tests.registry_state import snapshot
 
 Client = TestClient[Any, Any]
-
-
-async def snapshot(redis_url: str, namespace: str) -> dict[str, bytes]:
-    """Every key of the namespace with its DUMP: equal snapshots mean nothing changed."""
-    raw = Redis.from_url(redis_url)
-    try:
-        keys = [k async for k in raw.scan_iter(match=f"{{{namespace}}}:*")]
-        return {k.decode(): await raw.dump(k) for k in sorted(keys)}
-    finally:
-        await raw.aclose()
 
 
 def with_topic(**topic_fields: Any) -> dict[str, Any]:

@@ -4,6 +4,7 @@ the test restarts on the same port or stops with SIGSTOP, and two workers on it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -22,8 +23,10 @@ from namesrv.keys import REMOTING
 from namesrv.procs import die_with_parent
 from namesrv.sim.client import RemotingClient
 from namesrv.store.embedded import free_port
+from namesrv.store.keyspace import Keyspace
 from tests.builders import register_json
 from tests.conftest import close_client, start_client
+from tests.polling import eventually
 
 
 class RedisProcess:
@@ -266,3 +269,75 @@ async def test_a_registration_whose_redis_stalls_between_its_chunks_fails_clearl
         await watcher.aclose()
         await close_client(app)
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+async def test_a_stall_longer_than_a_brokers_timeout_ages_no_broker_out(
+    settings: Settings, redis_process: RedisProcess
+) -> None:
+    """#25 row 2. A broker with a 3 s timeout re-registers every 0.5 s (unchanged body); its topic
+    is looked up once. Redis stalls for 7 s, twice the timeout: the cached lookups answer the
+    whole time, and once Redis is back the broker is still registered (no broker could heartbeat
+    through the stall, so it does not count against any), for cached and uncached topics alike.
+    Before, the cache kept the deadline of its first read, and the sweep expired the broker."""
+    from namesrv.sim.broker import SimBroker, topic_configs
+
+    app = await start_client(dataclasses.replace(settings, redisUrl=redis_process.url))
+    stop = asyncio.Event()
+    try:
+        addr = f"127.0.0.1:{app.app[REMOTING].port}"
+        conn = await RemotingClient.connect(addr)
+        broker = SimBroker(
+            conn, "C", "broker-a", "127.0.0.1:10911", topics=topic_configs(["Hot", "Cold"]), timeout_ms=3000
+        )
+        await broker.register()
+
+        async def keep_registering() -> None:
+            while not stop.is_set():
+                await asyncio.sleep(0.5)
+                with contextlib.suppress(TimeoutError, OSError):  # Redis stalls: as in production
+                    await asyncio.wait_for(broker.register(check=False), 0.4)
+
+        registering = asyncio.create_task(keep_registering())
+        async with await RemotingClient.connect(addr) as lookups:
+            assert (await lookups.invoke(105, {"topic": "Hot"})).code == 0
+            await asyncio.sleep(1.0)
+            redis_process.signal(signal.SIGSTOP)
+            codes: list[int] = []
+            try:
+                for _ in range(28):  # 7 s
+                    codes.append((await lookups.invoke(105, {"topic": "Hot"})).code)
+                    await asyncio.sleep(0.25)
+            finally:
+                redis_process.signal(signal.SIGCONT)
+            assert codes == [0] * 28
+            # After the stall the broker was not aged out by it, for the hot topic or a cold one.
+            # A cold lookup fails fast (code 1, Redis unavailable) until this worker's feed has
+            # seen Redis answer again; it never says the topic does not exist (17).
+            seen: list[int] = []
+
+            async def cold_answers() -> bool:
+                seen.append((await lookups.invoke(105, {"topic": "Cold"})).code)
+                return seen[-1] == 0
+
+            await eventually(cold_answers, what="uncached lookups answered again")
+            assert set(seen) <= {0, 1}
+            after = []
+            for _ in range(8):
+                after.append((await lookups.invoke(105, {"topic": "Hot"})).code)
+                after.append((await lookups.invoke(105, {"topic": "Cold"})).code)
+                await asyncio.sleep(0.25)
+            assert after == [0] * 16
+        raw = Redis.from_url(redis_process.url, decode_responses=True)
+        try:
+            log = [f for _, f in await raw.xrange(Keyspace(settings.namespace).events)]
+        finally:
+            await raw.aclose()
+        (silence,) = [f for f in log if f["kind"] == "silence"]
+        assert int(silence["to"]) - int(silence["from"]) >= 7000 and silence["moved"] == "1"
+        assert not [f for f in log if f["kind"] == "expire"]
+        stop.set()
+        await registering
+        await conn.aclose()
+    finally:
+        stop.set()
+        await close_client(app)

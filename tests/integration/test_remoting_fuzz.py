@@ -13,7 +13,6 @@ import orjson
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
-from redis.asyncio import Redis
 
 from namesrv.config import Settings
 from namesrv.keys import REMOTING
@@ -21,6 +20,7 @@ from namesrv.protocol.remoting import RemotingCommand, encode
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
 from tests.conftest import close_client, start_client
+from tests.registry_state import snapshot as registry_snapshot
 
 
 def frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:
@@ -87,13 +87,8 @@ HOSTILE = st.one_of(
 )
 
 
-async def snapshot(redis_url: str, namespace: str) -> dict[str, bytes]:
-    raw = Redis.from_url(redis_url)
-    try:
-        keys = [k async for k in raw.scan_iter(match=f"{{{namespace}}}:*")]
-        return {k.decode(): await raw.dump(k) for k in sorted(keys) if not k.endswith(b":events")}
-    finally:
-        await raw.aclose()
+async def snapshot(redis_url: str, namespace: str) -> dict[str, object]:
+    return await registry_snapshot(redis_url, namespace, events=False)
 
 
 async def test_hostile_bytes_never_hurt_the_worker(

@@ -41,7 +41,7 @@ async def test_a_write_waits_for_the_replica_and_fails_clearly_without_it(
     store, metrics = app.app[STORE], app.app[METRICS]
     try:
         for i in range(20):  # answered only once the replica holds it: readable there at once
-            await store.kv_put("NS", f"k{i}", f"v{i}")
+            await store.kv_put("NS", f"k{i}", f"v{i}", 1 << 20, 1 << 30)
             assert replica.hget(store.k.kv("NS"), f"k{i}") == f"v{i}"
 
         pid = signal_server(replica_port, signal.SIGSTOP)
@@ -49,7 +49,7 @@ async def test_a_write_waits_for_the_replica_and_fails_clearly_without_it(
             loop = asyncio.get_running_loop()
             started = loop.time()
             with pytest.raises(WriteNotReplicated) as refused:
-                await store.kv_put("NS", "stalled", "x")
+                await store.kv_put("NS", "stalled", "x", 1 << 20, 1 << 30)
             waited = loop.time() - started
         finally:
             os.kill(pid, signal.SIGCONT)
@@ -65,7 +65,7 @@ async def test_a_write_waits_for_the_replica_and_fails_clearly_without_it(
         assert master_client.hget(store.k.kv("NS"), "stalled") == "x"
         master_client.close()
 
-        await store.kv_put("NS", "after", "y")  # the replica caught up: writes pass again
+        await store.kv_put("NS", "after", "y", 1 << 20, 1 << 30)  # the replica caught up: writes pass again
         assert replica.hget(store.k.kv("NS"), "after") == "y"
         assert replica.hget(store.k.kv("NS"), "stalled") == "x"
     finally:
@@ -155,7 +155,7 @@ async def test_writes_resume_once_sentinel_marks_a_lost_replica_down() -> None:
         app = await start_client(replicated_settings(url, replicas=-1, timeout_ms=200))
         store = app.app[STORE]
         try:
-            await store.kv_put("NS", "before", "1")
+            await store.kv_put("NS", "before", "1", 1 << 20, 1 << 30)
             assert store.replicas_up == 2
             signal_server(replica, signal.SIGKILL)
             loop = asyncio.get_running_loop()
@@ -163,7 +163,7 @@ async def test_writes_resume_once_sentinel_marks_a_lost_replica_down() -> None:
             remarks = set()
             while True:
                 try:
-                    await store.kv_put("NS", "after", "2")
+                    await store.kv_put("NS", "after", "2", 1 << 20, 1 << 30)
                     break
                 except WriteNotReplicated as exc:
                     remarks.add(exc.remark)

@@ -51,7 +51,12 @@ class Registry:
         answer = self.routes.get(topic)
         if self.gate is not None:
             await self.gate.wait()
-        return Lookup(answer, self.clock() + self.valid_for, self.hidden.get(topic, frozenset()))
+        valid_until = self.clock() + self.valid_for
+        # one address per broker name, member 'c/<name>'; Redis time is local time here (offset 0)
+        deadlines = {f"c/{b.brokerName}": valid_until for b in answer.brokerDatas} if answer else {}
+        if math.isinf(valid_until):
+            deadlines = {}
+        return Lookup(answer, valid_until, self.hidden.get(topic, frozenset()), deadlines, 0.0)
 
 
 @pytest.fixture
@@ -486,17 +491,64 @@ async def test_during_an_outage_cached_routes_are_served_and_others_fail_fast(
         await cache.get("T")  # the catch-up fails, Redis is still out
 
 
-async def test_an_entry_past_its_broker_deadline_is_not_served_during_an_outage(
+async def test_an_entry_past_its_broker_deadline_before_the_outage_is_not_served_during_it(
     cache: RouteCache, registry: Registry, clock: Clock
 ) -> None:
     registry.routes["T"] = route("a")
     registry.valid_for = 2.0
     await cache.get("T")
-    cache.freshness.down = True  # type: ignore[attr-defined]
     clock.now += 2.01
+    cache.freshness.known_at = clock.now  # the broker's deadline passed while Redis answered
+    cache.freshness.down = True  # type: ignore[attr-defined]
+    clock.now += 0.5
     assert cache.peek("T") is None
     with pytest.raises(StoreUnavailable):
         await cache.get("T")
+
+
+async def test_no_broker_ages_out_of_memory_during_an_outage(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    """#25 row 2: no broker can heartbeat while Redis is out, so a deadline that passes during the
+    outage does not end a cached route (within routeCacheOutageSeconds)."""
+    registry.routes["T"] = route("a")
+    registry.valid_for = 2.0
+    await cache.get("T")
+    clock.now += 1.0
+    cache.freshness.known_at = clock.now  # the broker was alive when the feed last read Redis
+    cache.freshness.down = True  # type: ignore[attr-defined]
+    clock.now += 30.0
+    assert cache.peek("T") is not None
+    assert (await cache.get("T")) is not None and registry.reads == 1
+
+
+async def test_heartbeats_in_the_change_log_keep_a_cached_route_alive(
+    cache: RouteCache, registry: Registry, clock: Clock
+) -> None:
+    """#25 row 2: a route read once keeps the deadline the fleet last accepted, not its first."""
+    registry.routes["T"] = route("a")
+    registry.valid_for = 2.0
+    await cache.get("T")
+    for _ in range(5):
+        clock.now += 1.5
+        cache.freshness.known_at = clock.now
+        deadline_ms = int((clock.now + 2.0) * 1000)
+        await cache.on_event(
+            "heartbeat",
+            {
+                "cluster": "c",
+                "brokerName": "a",
+                "brokerAddr": "a",
+                "deadline": str(deadline_ms),
+                "revived": "0",
+            },
+        )
+        assert await cache.get("T") is not None
+    assert registry.reads == 1  # 7.5 s on one read, its broker heartbeating every 1.5 s
+    clock.now += 2.01  # no heartbeat for longer than the timeout: read again
+    cache.freshness.known_at = clock.now
+    await cache.get("T")
+    assert registry.reads == 2
 
 
 async def test_recovery_drops_routes_read_after_the_feed_last_confirmed_redis(

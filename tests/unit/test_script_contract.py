@@ -129,6 +129,7 @@ CASES = [
             ("'1' while it runs", "1"),
             ("forgotten", WORKER_FORGET_MS),
             ("counts as running", WORKER_WINDOW_MS),
+            ("change-log length", MAX_LEN),
         ],
         [],
         [],

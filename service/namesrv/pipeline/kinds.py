@@ -19,7 +19,7 @@ QUEUE_KINDS: tuple[str, ...] = (
     K.TOPIC_REGISTER,
     K.TOPIC_DELETE,
 )
-OTHER_KINDS: tuple[str, ...] = (K.KV_PUT, K.KV_DELETE, K.CONFIG)
+OTHER_KINDS: tuple[str, ...] = (K.KV_PUT, K.KV_DELETE, K.CONFIG, K.SILENCE)
 KNOWN_KINDS: tuple[str, ...] = MEMBER_KINDS + QUEUE_KINDS + OTHER_KINDS
 # A register with result ok: it carries more fields than a refused or ignored one.
 REGISTER_OK = "register:ok"
@@ -43,6 +43,7 @@ REQUIRED: Mapping[str, tuple[str, ...]] = {
     K.KV_PUT: ("namespace", "key"),
     K.KV_DELETE: ("namespace", "key"),
     K.CONFIG: ("changes",),
+    K.SILENCE: ("from", "to", "moved"),
 }
 # Integer fields: must parse when non-empty ("" is allowed where Lua writes it, e.g. the epoch
 # of an unregister of a broker that was not live).

@@ -23,8 +23,13 @@ that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is 
   (counted as ``outage``); a lookup the cache cannot answer fails at once with a clear remark.
   When Redis answers again, routes read from it after ``known_at`` are dropped: they may show
   writes that Redis lost with the outage (AOF's last second, a failover to a lagging replica).
-* **Deadlines**: a route read from Redis carries the earliest deadline of the brokers it shows; the
-  entry expires then, so an expired broker is never served, sweep or not, outage or not.
+* **Deadlines**: a route read from Redis carries the deadline of every broker address it shows;
+  the entry expires at the earliest, so an expired broker is never served, sweep or not. Every
+  registration and heartbeat the fleet accepts is in the change log with its new deadline, which
+  moves the address's deadline here too: a hot route read once stays in memory as long as its
+  brokers stay alive. In an outage no broker can heartbeat, so deadlines are judged at
+  ``known_at`` (the last moment the worker knew Redis' state) rather than now: no broker ages out
+  of the cache because of the outage.
 * **Races**: a fill started before an invalidation never stores its (possibly older) answer.
 * **Re-reading**: a route served within ``routeCacheRefreshSeconds`` is read again as soon as a
   change drops it, a few at a time, so hot routes stay in memory: the next lookup is a hit, and a
@@ -49,8 +54,10 @@ from namesrv.aio import cancel_and_wait
 from namesrv.changefeed import Freshness
 from namesrv.domain.codes import OVERLOAD_REMARK
 from namesrv.domain.errors import Busy, StoreUnavailable
-from namesrv.registry.route_impact import RouteImpact, route_impact
+from namesrv.registry.route_impact import BROKER_EVENTS, RouteImpact, route_impact
 from namesrv.registry.route_lookups import STALE, CachedRoute, Fill, Peeked
+from namesrv.store.changelog import EventKind
+from namesrv.store.keyspace import live_member
 
 Clock = Callable[[], float]
 MAX_AGE_S = 300.0  # entries live 50-100% of this at most, whatever the change log says
@@ -96,6 +103,10 @@ class RouteCache:
         self._routes: OrderedDict[str, CachedRoute] = OrderedDict()
         self._missing: dict[str, float] = {}  # topic -> local expiry of the negative answer
         self._by_broker: dict[str, set[str]] = {}  # broker name -> cached topics showing it
+        # member -> its deadline (local monotonic) as last heard, for the addresses cached routes
+        # show: moved by every registration and heartbeat in the change log
+        self._deadlines: dict[str, float] = {}
+        self._clock_offset: float | None = None  # local time at Redis time 0, from the last read
         self._inflight: dict[str, asyncio.Future[CachedRoute | None]] = {}
         self._generation = 0
         self.local_write_at = -math.inf
@@ -168,7 +179,7 @@ class RouteCache:
         """A live entry, ``False`` for a live "does not exist", else None (counted as hits)."""
         now = self.clock()
         entry = self._routes.get(topic)
-        if entry is not None and entry.expires_at > now:
+        if entry is not None and (entry.expires_at > now or self._still_valid(entry, now, outage)):
             self._routes.move_to_end(topic)
             entry.served_at = now
             self._count_hit(outage)
@@ -178,6 +189,19 @@ class RouteCache:
             self._count_hit(outage)
             return False
         return None
+
+    def _still_valid(self, entry: CachedRoute, now: float, outage: bool) -> bool:
+        """An entry past the deadline it was read with: its brokers may have heartbeated since."""
+        if entry.max_age_at <= now or not entry.members:
+            return False  # (a route read with no deadline per address has nothing to move)
+        deadlines = self._deadlines
+        soonest = min((deadlines.get(m, -math.inf) for m in entry.members), default=math.inf)
+        entry.expires_at = min(soonest, entry.max_age_at)
+        if entry.expires_at > now:
+            return True
+        # Redis is out: no broker could heartbeat since known_at, so none ages out of memory now.
+        known = self.freshness.known_at
+        return outage and known is not None and soonest > known
 
     def _count_hit(self, outage: bool) -> None:
         if outage:
@@ -296,17 +320,24 @@ class RouteCache:
             if generation == self._generation:
                 self._missing[topic] = now + self.negative_s
             return None
-        expires_at = min(lookup.valid_until, now + MAX_AGE_S * random.uniform(0.5, 1.0))
+        max_age_at = now + MAX_AGE_S * random.uniform(0.5, 1.0)
+        expires_at = min(lookup.valid_until, max_age_at)
         # A re-read keeps the time of the last lookup: a route nobody asks for again leaves the
         # re-reading window instead of being read at every change for good.
         entry = CachedRoute(
             lookup.route,
             expires_at,
             lookup.hidden,
+            members=tuple(lookup.deadlines),
+            max_age_at=max_age_at,
             filled_at=now,
             served_at=now if served_at is None else served_at,
         )
         if generation == self._generation and expires_at > now:
+            if lookup.clock_offset is not None:
+                self._clock_offset = lookup.clock_offset
+            for member, deadline in lookup.deadlines.items():
+                self._deadlines[member] = max(deadline, self._deadlines.get(member, deadline))
             self._store(topic, entry)
         return entry
 
@@ -357,6 +388,7 @@ class RouteCache:
         self._routes.clear()
         self._missing.clear()
         self._by_broker.clear()
+        self._deadlines.clear()
 
     def apply(self, impact: RouteImpact) -> None:
         if impact.everything:
@@ -370,7 +402,26 @@ class RouteCache:
     # ---- what the change feed tells (namesrv.changefeed.FeedListener) ----
     async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
         """Apply one change-log entry (see lua/README.md, "Change log")."""
+        self._note_deadline(kind, fields)
         self.apply(route_impact(kind, fields))
+
+    def _note_deadline(self, kind: str, fields: Mapping[str, str]) -> None:
+        """A registration or heartbeat moves its address's deadline (a removal forgets it)."""
+        member = live_member(fields.get("cluster", ""), fields.get("brokerAddr", ""))
+        if member not in self._deadlines:
+            return  # no cached route shows it
+        if kind in BROKER_EVENTS:
+            del self._deadlines[member]
+            return
+        ok = kind == EventKind.HEARTBEAT or (kind == EventKind.REGISTER and fields.get("result") == "ok")
+        deadline = fields.get("deadline", "")
+        if not ok or self._clock_offset is None or not deadline.isdigit():
+            return
+        heard = self._clock_offset + int(deadline) / 1000
+        if kind == EventKind.REGISTER and fields.get("routeChanged") == "1":
+            self._deadlines[member] = heard  # a new session, or a shorter timeout: as it says
+        else:
+            self._deadlines[member] = max(heard, self._deadlines[member])
 
     async def on_reset(self, reason: str) -> None:
         self.resets += 1

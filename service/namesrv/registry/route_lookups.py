@@ -7,8 +7,9 @@ is the cache and its rule.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import msgspec
@@ -30,8 +31,10 @@ class CachedRoute(msgspec.Struct, gc=False):
     :class:`Dialect` (enum members are tracked objects, and so would such a dict be)."""
 
     data: TopicRouteData
-    expires_at: float  # local monotonic time
+    expires_at: float  # local monotonic time: the earliest deadline of its brokers, as last known
     hidden: frozenset[str] = NO_NAMES  # broker names with queues of the topic left out (expired)
+    members: tuple[str, ...] = ()  # '<cluster>/<addr>' of every address it shows (their deadlines)
+    max_age_at: float = math.inf  # local monotonic time it expires whatever its brokers do
     filled_at: float = 0.0  # local monotonic time its read from Redis completed
     served_at: float = 0.0  # local monotonic time it last answered a lookup
     standard: bytes | None = None  # the route in Dialect.STANDARD, once asked for
@@ -72,6 +75,10 @@ class Lookup:
     route: TopicRouteData | None
     valid_until: float
     hidden: frozenset[str] = NO_NAMES  # broker names left out of the route as expired
+    deadlines: Mapping[str, float] = field(
+        default_factory=dict
+    )  # member -> local monotonic deadline, of those shown
+    clock_offset: float | None = None  # local monotonic time at Redis time 0, as the read measured it
 
 
 Fill = Callable[[str], Awaitable[Lookup]]

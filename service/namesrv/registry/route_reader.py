@@ -29,11 +29,14 @@ class RouteReader:
         started = time.monotonic()
         snap = await self.store.route(topic, with_order=s.orderMessageEnable)
         valid_until = math.inf
+        # Redis time -> local time, measured early rather than late: a deadline converted with it
+        # comes before the real one, never after.
+        offset = started - snap.now_ms / 1000
         if snap.valid_until_ms is not None:
-            valid_until = started + (snap.valid_until_ms - snap.now_ms) / 1000
+            valid_until = offset + snap.valid_until_ms / 1000
         hidden = frozenset(snap.hidden_brokers) if snap.hidden_brokers else NO_NAMES
         if not snap.broker_datas:
-            return Lookup(None, valid_until, hidden)
+            return Lookup(None, valid_until, hidden, clock_offset=offset)
         data = routes.assemble(
             topic,
             snap.queue_datas,
@@ -43,4 +46,5 @@ class RouteReader:
             snap.order_topic_conf,
             support_acting_master=s.supportActingMaster,
         )
-        return Lookup(data, valid_until, hidden)
+        deadlines = {member: offset + ms / 1000 for member, ms in snap.deadlines.items()}
+        return Lookup(data, valid_until, hidden, deadlines, offset)

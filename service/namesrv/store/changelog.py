@@ -27,6 +27,7 @@ class EventKind(StrEnum):
     KV_PUT = "kvPut"
     KV_DELETE = "kvDelete"
     CONFIG = "config"
+    SILENCE = "silence"  # no worker reached Redis for a while: live deadlines moved by that long
 
 
 # unregisterBroker appends its `reason` argument as the kind: these are the reasons it accepts.

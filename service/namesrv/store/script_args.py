@@ -9,7 +9,7 @@ is one edit in the script and one here. ``tests/unit/test_script_contract.py`` h
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Any, ClassVar, NamedTuple
 
@@ -78,6 +78,7 @@ class RouteSnapshot:
     now_ms: int  # the Redis clock when the snapshot was read
     valid_until_ms: int | None  # earliest deadline of the brokers shown (None: none has one)
     hidden_brokers: tuple[str, ...] = ()  # broker names with queues of the topic left out (expired)
+    deadlines: Mapping[str, int] = field(default_factory=dict)  # member -> deadline ms of those shown
 
 
 class FeedReply(NamedTuple):
@@ -161,14 +162,14 @@ class UnregisterArgs:
 
 @dataclass(frozen=True)
 class ExpireArgs:
-    """``expireBrokers-10``."""
+    """``expireBrokers-11``."""
 
     SCRIPT: ClassVar[str] = "expireBrokers"
     REPLY: ClassVar[tuple[str, ...]] = ("expired", "more", "name...")
     limit: int  # most brokers to expire in one call
 
     def keys(self, k: Keyspace) -> list[str]:
-        return _removal_keys(k)
+        return [*_removal_keys(k), k.meta]
 
     def argv(self, ctx: CallContext) -> list[Any]:
         return [self.limit, ctx.max_len, ctx.worker_id]
@@ -241,17 +242,17 @@ class HeartbeatArgs:
 
 @dataclass(frozen=True)
 class NoteWorkerArgs:
-    """``noteWorker-1``."""
+    """``noteWorker-4``."""
 
     SCRIPT: ClassVar[str] = "noteWorker"
     REPLY: ClassVar[tuple[str, ...]] = ("running",)
     running: bool  # False: the worker stops, its entry goes
 
     def keys(self, k: Keyspace) -> list[str]:
-        return [k.workers]
+        return [k.workers, k.meta, k.deadlines, k.events]
 
     def argv(self, ctx: CallContext) -> list[Any]:
-        return [ctx.worker_id, flag(self.running), WORKER_FORGET_MS, WORKER_WINDOW_MS]
+        return [ctx.worker_id, flag(self.running), WORKER_FORGET_MS, WORKER_WINDOW_MS, ctx.max_len]
 
     def decode(self, reply: Any) -> int:
         """How many workers run (seen within WORKER_WINDOW_MS)."""
@@ -441,7 +442,7 @@ class UpdateConfigArgs:
 # ---- reads ----
 @dataclass(frozen=True)
 class RouteInfoArgs:
-    """``getRouteInfo-6``."""
+    """``getRouteInfo-7``."""
 
     SCRIPT: ClassVar[str] = "getRouteInfo"
     REPLY: ClassVar[tuple[str, ...]] = (
@@ -454,6 +455,7 @@ class RouteInfoArgs:
         "now",
         "validUntil",
         "hiddenNames",
+        "deadlinesFlat",
     )
     topic: str
     with_order: bool  # read the topic's orderTopicConf too
@@ -466,6 +468,7 @@ class RouteInfoArgs:
             k.filters,
             k.mapping(self.topic),
             k.kv(ORDER_TOPIC_CONFIG),
+            k.meta,
         ]
 
     def argv(self, ctx: CallContext) -> list[Any]:
@@ -473,7 +476,9 @@ class RouteInfoArgs:
 
     def decode(self, reply: Any) -> RouteSnapshot:
         """One snapshot; empty lists (found=0) mean TOPIC_NOT_EXIST."""
-        found, queues, brokers, filters, mappings, order, now, valid_until, hidden = reply_of(self, reply)
+        found, queues, brokers, filters, mappings, order, now, valid_until, hidden, deadlines = reply_of(
+            self, reply
+        )
         return RouteSnapshot(
             queue_datas=list(queues) if int(found) else [],
             broker_datas=list(brokers) if int(found) else [],
@@ -483,19 +488,20 @@ class RouteInfoArgs:
             now_ms=int(now),
             valid_until_ms=int(valid_until) if valid_until else None,
             hidden_brokers=tuple(hidden),
+            deadlines={member: int(ms) for member, ms in pairs(deadlines).items()},
         )
 
 
 @dataclass(frozen=True)
 class GetBrokersArgs:
-    """``getBrokers-3``."""
+    """``getBrokers-4``."""
 
     SCRIPT: ClassVar[str] = "getBrokers"
     REPLY: ClassVar[tuple[str, ...]] = ("brokersFlat", "clustersFlat")
     names: Sequence[str] | None  # None: every broker, and the cluster table too
 
     def keys(self, k: Keyspace) -> list[str]:
-        return [k.brokers, k.clusters, k.deadlines]
+        return [k.brokers, k.clusters, k.deadlines, k.meta]
 
     def argv(self, ctx: CallContext) -> list[Any]:
         return ["1"] if self.names is None else ["0", *self.names]

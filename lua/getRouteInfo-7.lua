@@ -14,12 +14,13 @@
   KEYS[4]  {ns}:filters         HASH member -> JSON array of filter servers
   KEYS[5]  {ns}:mapping:<topic> HASH brokerName -> TopicQueueMappingInfo JSON
   KEYS[6]  {ns}:kv:ORDER_TOPIC_CONFIG  HASH topic -> order config
+  KEYS[7]  {ns}:meta            HASH lastBeat: the fleet's last contact with Redis (ms)
 
   ARGV[1]  topic
   ARGV[2]  '1' to read the topic's orderTopicConf (orderMessageEnable)
 
   Returns: {found, queueDatas, brokerDatas, filterFlat, mappingFlat, orderTopicConf, now, validUntil,
-            hiddenNames}
+            hiddenNames, deadlinesFlat}
     found 0 means TOPIC_NOT_EXIST (no queues, or no live broker); queueDatas and brokerDatas
     are lists of JSON texts; filterFlat is addr, JSON array pairs; mappingFlat is HGETALL of the
     mapping; orderTopicConf is '' when absent or not asked for; now is the Redis clock (ms) and
@@ -27,16 +28,20 @@
     this answer may show an expired broker, so a cache must not serve it any longer.
     hiddenNames lists the broker names holding queues of the topic that the answer leaves out
     (no BrokerData, or every address past its deadline): if one of them comes back, this answer
-    is out of date although it does not mention it.
+    is out of date although it does not mention it. deadlinesFlat is member, deadline pairs
+    of every address returned: a cache extends them as heartbeats come in.
+    While the fleet is silent (silence.lua), deadlines are judged at its last beat.
   Complexity: O(broker names of the topic x their ids).
 ]]
 --- @include "common"
+--- @include "silence"
 
 local topic, wantOrder = ARGV[1], ARGV[2] == '1'
 local queues = rcall('HGETALL', KEYS[1])
 local now = nowMs()
-if #queues == 0 then return {0, {}, {}, {}, {}, '', now, '', {}} end
-local qds, bds, addrs, hidden = {}, {}, {}, {}
+if #queues == 0 then return {0, {}, {}, {}, {}, '', now, '', {}, {}} end
+local judged = judgedAt(KEYS[7], now)
+local qds, bds, addrs, hidden, seen = {}, {}, {}, {}, {}
 local validUntil = nil
 for i = 1, #queues, 2 do
   local name, qd = queues[i], queues[i + 1]
@@ -44,7 +49,7 @@ for i = 1, #queues, 2 do
   if raw then
     local bd = cjson.decode(raw)
     local hadAddrs = next(bd.brokerAddrs) ~= nil
-    local dropped, soonest = hideExpired(KEYS[3], bd, now)
+    local dropped, soonest = hideExpired(KEYS[3], bd, judged, seen)
     if not (hadAddrs and next(bd.brokerAddrs) == nil) then
       if dropped then
         if bd.enableActingMaster and noMaster(bd) then qd = clearWriteBit(qd) end
@@ -61,7 +66,7 @@ for i = 1, #queues, 2 do
     hidden[#hidden + 1] = name
   end
 end
-if #bds == 0 then return {0, {}, {}, {}, {}, '', now, '', hidden} end
+if #bds == 0 then return {0, {}, {}, {}, {}, '', now, '', hidden, {}} end
 local filters = {}
 if rcall('HLEN', KEYS[4]) > 0 then
   for _, ca in ipairs(addrs) do
@@ -74,5 +79,10 @@ if rcall('HLEN', KEYS[4]) > 0 then
 end
 local order = ''
 if wantOrder then order = rcall('HGET', KEYS[6], topic) or '' end
+local deadlines = {}
+for member, deadline in pairs(seen) do
+  deadlines[#deadlines + 1] = member
+  deadlines[#deadlines + 1] = string.format('%d', deadline)
+end
 return {1, qds, bds, filters, rcall('HGETALL', KEYS[5]), order, now,
-  validUntil and string.format('%d', validUntil) or '', hidden}
+  validUntil and string.format('%d', validUntil) or '', hidden, deadlines}

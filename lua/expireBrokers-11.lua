@@ -16,6 +16,7 @@
   KEYS[8]  {ns}:pendingclean    SET broker names whose topic cleanup is not finished
   KEYS[9]  {ns}:routever        STRING route version
   KEYS[10] {ns}:events          STREAM change log
+  KEYS[11] {ns}:meta            HASH lastBeat: the fleet's last contact with Redis (ms)
 
   ARGV[1]  most brokers to expire in this call (bounds the call; the caller loops)
   ARGV[2]  change-log length
@@ -24,16 +25,19 @@
   Returns: {expired, more, name...}: how many brokers were removed, 1 if more are past their
   deadline, then the broker names whose topic cleanup the caller must run (cleanBrokerTopics).
   The per-broker {ns}:alive:* keys expire by their own TTL at the same deadline.
-  Complexity: O(expired brokers x their ids).
+  Complexity: O(expired brokers x their ids); after a silence, O(brokers) once.
 ]]
 --- @include "common"
 --- @include "unregisterCore"
+--- @include "silence"
 
 local K = {clusters = KEYS[1], brokers = KEYS[2], live = KEYS[3], deadlines = KEYS[4],
   dataversions = KEYS[5], filters = KEYS[6], pending = KEYS[7], pendingclean = KEYS[8],
-  routever = KEYS[9], events = KEYS[10]}
+  routever = KEYS[9], events = KEYS[10], meta = KEYS[11]}
 local limit, maxLen, via = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local now = nowMs()
+-- a silence of the whole fleet does not count against brokers: moved first, then judged
+forgiveSilence(K.deadlines, K.meta, K.events, maxLen, now)
 
 local due = rcall('ZRANGEBYSCORE', K.deadlines, '-inf', '(' .. now, 'WITHSCORES', 'LIMIT', 0, limit + 1)
 local more = 0

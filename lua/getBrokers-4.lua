@@ -3,11 +3,13 @@
   getBrokers: brokerAddrTable and clusterAddrTable in one snapshot, for GET_BROKER_CLUSTER_INFO
   (106), GET_BROKER_MEMBER_GROUP (901) and GET_SYSTEM_TOPIC_LIST_FROM_NS (304). Brokers past
   their deadline are hidden as the sweep would remove them: the address is dropped, and a broker
-  name left with none is dropped from both tables.
+  name left with none is dropped from both tables. While the fleet is silent (silence.lua),
+  deadlines are judged at its last beat.
 
   KEYS[1]  {ns}:brokers         HASH brokerName -> BrokerData JSON
   KEYS[2]  {ns}:clusters        HASH cluster -> JSON array of broker names
   KEYS[3]  {ns}:deadlines       ZSET member scored by deadline ms
+  KEYS[4]  {ns}:meta            HASH lastBeat: the fleet's last contact with Redis (ms)
 
   ARGV[1]  '1' to return every broker and cluster, '0' for only the broker names that follow
   then broker names (when ARGV[1] is '0')
@@ -17,9 +19,10 @@
   Complexity: O(brokers x ids) for all, O(names x ids) otherwise.
 ]]
 --- @include "common"
+--- @include "silence"
 
 local all = ARGV[1] == '1'
-local now = nowMs()
+local now = judgedAt(KEYS[4], nowMs())
 local entries
 if all then
   entries = rcall('HGETALL', KEYS[1])
