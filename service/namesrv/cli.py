@@ -4,6 +4,8 @@ namesrv [-c FILE] [-p]      serve; -c takes TOML or a Java namesrv.properties; -
                             effective configuration and exits
 namesrv events export --out DIR
                             copy the change log to files (see namesrv.events.export)
+namesrv admin COMMAND ...   admin writes through this machine's worker over loopback
+                            (see namesrv.admin_cli)
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="namesrv",
         description="A RocketMQ NameServer fleet worker: stateless, routes in Redis.",
-        epilog="Tools: 'namesrv events export --out DIR' copies the change log to files.",
+        epilog="Tools: 'namesrv events export --out DIR' copies the change log to files; "
+        "'namesrv admin --help' lists the admin writes (wipe-write-perm, kv-put, ...).",
     )
     parser.add_argument(
         "-c",
@@ -68,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from namesrv.events.cli import main as events_main  # a tool: keep the server's imports out
 
         return events_main(given[1:])
+    if given[:1] == ["admin"]:
+        from namesrv.admin_cli import main as admin_main
+
+        return admin_main(given[1:])
     args = build_parser().parse_args(given)
     try:
         settings, notices = read_settings(args.config)

@@ -203,6 +203,19 @@ class Settings:
     maxConnections: int = _opt(
         10000, "Remoting connections per worker; more are closed at once (logged, rate-limited).", lo=1
     )
+    maxConnectionsPerPeer: int = _opt(
+        1000,
+        "Remoting connections per worker from one peer address (IPv4-mapped IPv6 counts as IPv4); "
+        "more are closed at once, so one host cannot take every slot of maxConnections.",
+        lo=1,
+    )
+    firstFrameDeadlineSeconds: float = _opt(
+        10.0,
+        "Seconds a new remoting connection has (TLS handshake included) to send its first whole "
+        "frame; a connection that sends nothing, or no valid frame, is closed after it.",
+        lo=0.1,
+        hi=3600,
+    )
     # --- TLS (README "TLS") ---
     tlsMode: str = _opt(
         "disabled",

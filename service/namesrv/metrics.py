@@ -84,7 +84,16 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
-        self.connections = Gauge("namesrv_remoting_connections", "Open remoting connections", registry=r)
+        self.connections = Gauge(
+            "namesrv_remoting_connections",
+            "Remoting connections holding a slot (maxConnections), TLS handshakes under way included",
+            registry=r,
+        )
+        self.connection_peers = Gauge(
+            "namesrv_remoting_connection_peers",
+            "Peer addresses holding at least one remoting connection (maxConnectionsPerPeer)",
+            registry=r,
+        )
         self.redis_resets = Counter(
             "namesrv_redis_resets",
             "Times this worker found Redis holding other data than it had read (restart without "

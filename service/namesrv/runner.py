@@ -15,9 +15,10 @@ import signal
 
 from aiohttp import web
 
+from namesrv.aio import cancel_and_wait
 from namesrv.app import CleanupContext, begin_drain, create_app
 from namesrv.config import ConfigError, Settings
-from namesrv.keys import REMOTING, WORKER
+from namesrv.keys import HEALTH, REMOTING, WORKER
 from namesrv.limits import raise_fd_limit
 from namesrv.remoting.guard import FD_HEADROOM
 from namesrv.tls import TLS, TlsSite
@@ -78,7 +79,8 @@ async def serve(
         gc.set_threshold(*GC_THRESHOLDS)
         remoting = app[REMOTING].port
         log.info(
-            "namesrv-fleet worker %s ready: remoting on %s:%d, HTTP on %s:%d",
+            "namesrv-fleet worker %s listening: remoting on %s:%d, HTTP on %s:%d; ready once Redis "
+            "answers (GET /readyz)",
             app[WORKER].worker_id,
             settings.listenHost,
             remoting,
@@ -87,7 +89,7 @@ async def serve(
         )
         announcing = asyncio.create_task(announce_when_ready(app, f"{settings.listenHost}:{remoting}"))
         await stop.wait()
-        announcing.cancel()
+        await cancel_and_wait(announcing)
         if app[WORKER].fatal is None:
             log.info("shutdown requested: draining (readiness is now false)")
         begin_drain(app)
@@ -101,10 +103,19 @@ async def serve(
 
 
 async def announce_when_ready(app: web.Application, address: str) -> None:
-    """Java's boot line, which operators' scripts look for, once the worker can serve (its Redis
-    link is up): a worker that stops because Redis refused it never claims to have booted."""
-    await app[WORKER].linked.wait()
+    """Say "ready" when ``/readyz`` turns 200 (the scripts loaded and Redis reachable), with Java's
+    boot line, which operators' scripts look for: a worker that waits for Redis, or stops because
+    Redis refused it, never claims to be ready. Then say it again each time Redis comes back."""
+    worker, health = app[WORKER], app[HEALTH]
+    await worker.linked.wait()
+    await health.up.wait()
+    log.info("namesrv-fleet worker %s ready", worker.worker_id)
     print(f"The Name Server boot success. serializeType=JSON, address {address}", flush=True)
+    while True:
+        await health.down.wait()
+        await health.up.wait()
+        if worker.ready(health.reachable):
+            log.info("namesrv-fleet worker %s ready again: Redis answers", worker.worker_id)
 
 
 def run(settings: Settings, *, extra_contexts: tuple[CleanupContext, ...] = ()) -> None:

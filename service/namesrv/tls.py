@@ -13,6 +13,11 @@ the event loop with the *current* :class:`ssl.SSLContext`: when ``tlsCertFile``,
 context and new connections get it; established ones keep theirs. ``tlsClientAuth`` asks for
 client certificates (``optional``: verified when sent; ``require``: mTLS) that must chain to
 ``tlsClientCaFile``.
+
+On the remoting port a connection takes its slot (``maxConnections``, ``maxConnectionsPerPeer``)
+when it is accepted, before the handshake, and the handshake must be done within
+``firstFrameDeadlineSeconds``: handshakes under way cannot crowd out established connections, and a
+handshake that fails, times out or is cancelled gives the slot back.
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
 from namesrv.config import ConfigError, Settings
 from namesrv.limits import RateLimitedLog
+from namesrv.remoting.slots import ConnectionSlots, Slot, peer_host
 
 log = logging.getLogger(__name__)
 TLS_HANDSHAKE_RECORD = 0x16
@@ -122,6 +128,13 @@ class ServerTls:
 TLS = web.AppKey("tls", ServerTls)
 
 
+@runtime_checkable
+class SlotHolder(Protocol):
+    """A protocol that keeps the slot its listener took for it at accept."""
+
+    def adopt_slot(self, slot: Slot) -> None: ...
+
+
 def server_tls(settings: Settings) -> ServerTls | None:
     return None if settings.tlsMode == "disabled" else ServerTls(settings)
 
@@ -151,11 +164,15 @@ class TlsListener(asyncio.AbstractServer):
         sock: socket.socket,
         tls: ServerTls,
         max_pending: int,
+        slots: ConnectionSlots | None = None,
+        setup_timeout: float | None = None,
     ) -> None:
         self._factory = protocol_factory
         self._sock = sock
         self._tls = tls
         self._max_pending = max_pending
+        self._slots = slots
+        self._setup_timeout = setup_timeout
         self._pending: set[asyncio.Task[None]] = set()
         self._loop = asyncio.get_running_loop()
         self._accepting: asyncio.Task[None] | None = self._loop.create_task(self._accept(), name="tls-accept")
@@ -166,44 +183,69 @@ class TlsListener(asyncio.AbstractServer):
         loop = self._loop
         while True:
             try:
-                conn, _ = await loop.sock_accept(self._sock)
+                conn, address = await loop.sock_accept(self._sock)
             except OSError as exc:  # EMFILE and friends: wait a little instead of spinning
                 self._failures.warning("accept failed: %s", exc)
                 await asyncio.sleep(0.1)
                 continue
-            if len(self._pending) >= self._max_pending:
+            slot: Slot | None = None
+            if self._slots is not None:
+                slot = self._slots.take(peer_host(address))
+                if slot is None:
+                    conn.close()
+                    continue
+            elif len(self._pending) >= self._max_pending:
                 conn.close()  # too many connections still before their first byte or handshake
                 continue
             conn.setblocking(False)
             with contextlib.suppress(OSError):
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = loop.create_task(self._serve(conn))
+            task = loop.create_task(self._serve(conn, slot))
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)
 
-    async def _serve(self, conn: socket.socket) -> None:
+    def _protocol(self, slot: Slot | None) -> asyncio.BaseProtocol:
+        protocol = self._factory()
+        if slot is not None and isinstance(protocol, SlotHolder):
+            protocol.adopt_slot(slot)
+        return protocol
+
+    async def _serve(self, conn: socket.socket, slot: Slot | None) -> None:
         context: ssl.SSLContext | None = self._tls.context
+        loop = self._loop
+        first_byte_s, handshake_s = FIRST_BYTE_TIMEOUT_S, HANDSHAKE_TIMEOUT_S
+        if self._setup_timeout is not None:
+            first_byte_s = handshake_s = self._setup_timeout
+        started = loop.time()
         try:
             if self._tls.sniff:
-                await asyncio.wait_for(_readable(self._loop, conn), FIRST_BYTE_TIMEOUT_S)
+                await asyncio.wait_for(_readable(loop, conn), first_byte_s)
                 first = conn.recv(1, socket.MSG_PEEK)
                 if not first:
                     conn.close()
+                    if slot is not None:
+                        slot.release()
                     return
                 if first[0] != TLS_HANDSHAKE_RECORD:
                     context = None
-            await self._loop.connect_accepted_socket(
-                self._factory,
+                if self._setup_timeout is not None:  # one deadline for the first byte and handshake
+                    handshake_s = max(0.01, self._setup_timeout - (loop.time() - started))
+            await loop.connect_accepted_socket(
+                lambda: self._protocol(slot),
                 conn,
                 ssl=context,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if context else None,
+                ssl_handshake_timeout=handshake_s if context else None,
             )
         except asyncio.CancelledError:
             conn.close()
+            if slot is not None:
+                slot.release()
             raise
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
             self._failures.warning("TLS connection not established: %s: %s", type(exc).__name__, exc)
             conn.close()
+            if slot is not None:
+                slot.release()
 
     # ---- asyncio.AbstractServer ----
     def close(self) -> None:
@@ -254,12 +296,17 @@ async def create_server(
     tls: ServerTls | None,
     backlog: int,
     max_pending: int,
+    slots: ConnectionSlots | None = None,
+    setup_timeout: float | None = None,
 ) -> asyncio.AbstractServer:
-    """``loop.create_server`` when TLS is off, else a :class:`TlsListener`."""
+    """``loop.create_server`` when TLS is off, else a :class:`TlsListener`. ``slots``: the TLS
+    listener takes each connection's slot at accept (a plain connection's protocol takes its own);
+    ``setup_timeout``: one bound on the first byte and the handshake together."""
     loop = asyncio.get_running_loop()
     if tls is None:
         return await loop.create_server(protocol_factory, host, port, reuse_address=True, backlog=backlog)
-    return TlsListener(protocol_factory, _listening_socket(host, port, backlog), tls, max_pending)
+    listener = _listening_socket(host, port, backlog)
+    return TlsListener(protocol_factory, listener, tls, max_pending, slots, setup_timeout)
 
 
 class TlsSite(web.BaseSite):

@@ -16,6 +16,8 @@ from tests.helm.chart import CHART_DIR, ROOT, SERVICE_FQDN, render
 
 DEFAULT_TOML = ROOT / "config" / "default.toml"
 CHART_ONLY_DEFAULTS = {"advertisedAddresses": f"{SERVICE_FQDN}:9876"}  # "" in values means the Service
+# Where the chart is safer than `make run`: admin requests from loopback only, not from every pod.
+CHART_DEFAULTS = {"adminAllowFrom": "127.0.0.0/8,::1/128"}
 NOT_IN_VALUES = {"redisUrl"}  # from the redis section, as NAMESRV_REDIS_URL
 JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
@@ -48,7 +50,7 @@ def test_values_config_keys_are_exactly_the_toml_keys() -> None:
 
 @pytest.mark.parametrize("key", [k for k in FIELDS if k not in NOT_IN_VALUES])
 def test_values_config_default_equals_toml_default(key: str) -> None:
-    value, default = values_config()[key], toml_defaults()[key]
+    value, default = values_config()[key], CHART_DEFAULTS.get(key, toml_defaults()[key])
     assert value == default
     assert type(value) is type(default)  # 20.0 stays a float, false is not 0
 
@@ -83,7 +85,9 @@ def test_service_loads_the_rendered_file_with_default_settings(tmp_path: Path) -
     path = tmp_path / "namesrv.toml"
     path.write_text(render().config_toml, encoding="utf-8")
     loaded = load_settings(path, environ={"NAMESRV_REDIS_URL": "redis://redis:6379/0"})
-    expected = Settings(redisUrl="redis://redis:6379/0", advertisedAddresses=f"{SERVICE_FQDN}:9876")
+    expected = Settings(
+        redisUrl="redis://redis:6379/0", advertisedAddresses=f"{SERVICE_FQDN}:9876", **CHART_DEFAULTS
+    )
     assert loaded == expected
     assert Settings() == Settings(**toml_defaults())  # the service's defaults are the TOML's
 

@@ -35,6 +35,7 @@ def without(name: str) -> dict[str, Any]:
 
 
 LONG = "T" * 10_000
+KV_BODY = b'{"value": "v"}'
 REGISTER = "/v1/brokers/register"
 CASES: list[tuple[str, str, str, bytes | None, int, str]] = [
     ("garbage", "POST", REGISTER, b"{not json", 400, "request body is not valid JSON"),
@@ -234,6 +235,84 @@ CASES: list[tuple[str, str, str, bytes | None, int, str]] = [
         413,
         "KV value is 65537 bytes; the maximum is 65536 (kvValueMaxBytes)",
     ),
+    # ---- strict JSON types and names (issue 25 row 6; remoting takes these as Java does) ----
+    (
+        "queue count as a string",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(readQueueNums="8")),
+        400,
+        "topicConfigSerializeWrapper.topicConfigTable.TopicTest.readQueueNums must be an integer, got str",
+    ),
+    (
+        "perm as a boolean",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(perm=True)),
+        400,
+        "topicConfigSerializeWrapper.topicConfigTable.TopicTest.perm must be an integer, got bool",
+    ),
+    (
+        "order as a string",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(order="true")),
+        400,
+        "topicConfigSerializeWrapper.topicConfigTable.TopicTest.order must be true or false, got str",
+    ),
+    (
+        "attribute as a number",
+        "POST",
+        REGISTER,
+        orjson.dumps(with_topic(attributes={"+message.type": 1})),
+        400,
+        "topicConfigSerializeWrapper.topicConfigTable.TopicTest.attributes.+message.type must be a string",
+    ),
+    (
+        "topic listed under another name",
+        "POST",
+        REGISTER,
+        orjson.dumps(
+            replace(
+                topicConfigSerializeWrapper={
+                    "topicConfigTable": {"A1": {"topicName": "B1", "readQueueNums": 8, "writeQueueNums": 8}}
+                }
+            )
+        ),
+        400,
+        "topicConfigSerializeWrapper.topicConfigTable.A1.topicName is 'B1': a topic config must be "
+        "listed under its own topicName",
+    ),
+    (
+        "data version counter as a string",
+        "POST",
+        REGISTER,
+        orjson.dumps(
+            replace(topicConfigSerializeWrapper={"dataVersion": {"counter": "5"}, "topicConfigTable": {}})
+        ),
+        400,
+        "topicConfigSerializeWrapper.dataVersion.counter must be an integer, got str",
+    ),
+    (
+        "topic queue count as a string",
+        "PUT",
+        "/v1/topics/T1",
+        b'{"queueDatas": [{"brokerName": "broker-a", "perm": "6"}]}',
+        400,
+        "body.queueDatas[0].perm must be an integer, got str",
+    ),
+    (
+        "kv namespace climbing up",
+        "PUT",
+        "/v1/kv/..%2F../key",
+        KV_BODY,
+        400,
+        "namespace '../..' is not a valid name: 1 to 255 of the characters A-Z a-z 0-9 _ - . : % | @, "
+        "and not only dots",
+    ),
+    ("kv namespace of dots", "PUT", "/v1/kv/.../key", KV_BODY, 400, "namespace '...' is not a valid"),
+    ("kv key with a slash", "PUT", "/v1/kv/NS/a%2Fb", KV_BODY, 400, "key 'a/b' is not a valid name"),
+    ("kv key with a space", "PUT", "/v1/kv/NS/a%20b", KV_BODY, 400, "key 'a b' is not a valid name"),
     ("unknown path", "GET", "/v1/nope", None, 404, "GET /v1/nope: not found"),
     ("wrong method", "DELETE", "/v1/cluster", None, 405, "DELETE /v1/cluster: method not allowed"),
     ("100 KB URL", "GET", "/v1/routes/" + "t" * 100_000, None, 414, "request URL is 100011 bytes long"),
@@ -307,3 +386,13 @@ async def test_long_names_are_not_echoed_whole(client: Client) -> None:
     resp = await client.put(f"/v1/kv/NS/{'k' * 300}", json={"value": "v"})
     assert resp.status == 400
     assert (await resp.json())["remark"] == "key is 300 characters long; the maximum is 255"
+
+
+async def test_kv_names_of_the_http_rule_are_stored(client: Client) -> None:
+    """What the rule lets through: ORDER_TOPIC_CONFIG and topic names (%RETRY%...), addresses."""
+    names = [("ORDER_TOPIC_CONFIG", "%RETRY%group-1"), ("ns.v2", "10.0.0.1:10911"), ("a|b", "x@y")]
+    for namespace, key in names:
+        path = f"/v1/kv/{namespace}/{key}".replace("%", "%25")
+        resp = await client.put(path, json={"value": "v"})
+        assert (resp.status, await resp.json()) == (200, {"code": 0})
+        assert (await (await client.get(path)).json()) == {"value": "v"}

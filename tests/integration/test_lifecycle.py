@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from namesrv.sim.client import RemotingClient, RemotingClientError
 from namesrv.store.embedded import free_port
 from namesrv.store.keyspace import Keyspace
 from tests.builders import register_json
+from tests.integration.test_redis_trouble import RedisProcess
 
 
 class Worker:
@@ -263,3 +265,54 @@ async def test_a_redis_that_can_never_work_stops_the_worker_with_one_line(
     errors = [line for line in output.splitlines() if line.startswith("namesrv: cannot start")]
     assert len(errors) == 1 and expected in errors[0], output
     assert "wrong-password" not in output and "Traceback" not in output
+
+
+async def readyz_status(session: aiohttp.ClientSession, worker: Worker) -> int:
+    async with session.get(f"{worker.url}/readyz") as resp:
+        return resp.status
+
+
+async def test_ready_is_logged_only_once_readyz_says_so(
+    tmp_path: Path, session: aiohttp.ClientSession
+) -> None:
+    """Issue 25 row 7: a worker started while Redis is unreachable logs "listening" at once and
+    "ready" only once /readyz answers 200, and "ready again" when Redis is back after an outage."""
+    redis_server = RedisProcess()  # its port; nothing listens there yet
+    worker = Worker({"NAMESRV_REDIS_URL": redis_server.url, "NAMESRV_NAMESPACE": "ready-log"}, tmp_path)
+    await worker.start(wait_ready=False)
+    try:
+        for _ in range(300):  # the HTTP port answers, not ready
+            with contextlib.suppress(aiohttp.ClientError):
+                if await readyz_status(session, worker) == 503:
+                    break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the worker's HTTP port never answered")
+        await redis_server.start()
+        await worker.wait_ready()
+        await redis_server.stop()
+        for _ in range(300):
+            if await readyz_status(session, worker) == 503:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("/readyz did not turn 503 with Redis stopped")
+        await redis_server.start()
+        await worker.wait_ready()
+    finally:
+        code, output = await worker.stop()
+        await redis_server.stop()
+        redis_server.dir.cleanup()
+    assert code == 0, output
+    lines = output.splitlines()  # the log (stderr); the boot line is on stdout
+
+    def first(text: str, *, end: bool = False) -> int:
+        return next(i for i, line in enumerate(lines) if (line.endswith(text) if end else text in line))
+
+    listening, waiting = first(" listening: remoting on 127.0.0.1:"), first("waiting for Redis at")
+    ready = first(" ready", end=True)
+    assert "namesrv.runner: namesrv-fleet worker " in lines[ready]
+    assert listening < ready
+    assert waiting < first("connected to Redis at") < ready  # not ready while Redis was away
+    assert first("Redis unreachable (") < first("ready again: Redis answers")
+    assert "The Name Server boot success. serializeType=JSON, address 127.0.0.1:" in output

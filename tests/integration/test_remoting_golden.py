@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from namesrv.config import Settings
+from namesrv.config import JAVA_NOT_APPLICABLE, Settings
 from namesrv.domain.model import DataVersion, TopicConfig
 from namesrv.keys import REMOTING, WORKER
 from namesrv.protocol import lenient_json
@@ -281,3 +281,28 @@ def test_rebuilt_bodies_agree_with_the_visible_part(step: Step) -> None:
     # mappingDataVersion.timestamp is "now" in the Java run; compare up to that field.
     prefix = visible.split('"mappingDataVersion"')[0]
     assert rebuilt.decode().startswith(prefix)
+
+
+async def test_get_namesrv_config_keys_against_java(settings: Settings) -> None:
+    """Issue 25 row 9: GET_NAMESRV_CONFIG (319) has every key of Java's reply except the ones with
+    no meaning here (JAVA_NOT_APPLICABLE, listed in the README), plus our own options."""
+    java_step = next(s for s in parse_golden() if s.title == "GET_NAMESRV_CONFIG")
+    java_keys = {line.split("=", 1)[0] for line in java_step.response_body if "=" in line}
+    node = await start_client(settings)
+    try:
+        async with await RemotingClient.connect(f"127.0.0.1:{node.app[REMOTING].port}") as client:
+            reply = await client.invoke(319)
+    finally:
+        await close_client(node)
+    assert reply.code == 0 and reply.body is not None
+    got = dict(line.split("=", 1) for line in reply.body.decode().splitlines())
+    assert java_keys - set(got) == JAVA_NOT_APPLICABLE
+    assert set(got) - java_keys == set(Settings().as_properties()) - java_keys
+    assert (got["listenPort"], got["bindAddress"], got["shutdownWaitTimeSeconds"]) == (
+        str(node.app[WORKER].settings.remotingPort),
+        "127.0.0.1",
+        "20.0",
+    )
+    assert [got[k] for k in ("clusterTest", "enableControllerInNamesrv", "notifyMinBrokerIdChanged")] == [
+        "false"
+    ] * 3

@@ -570,3 +570,35 @@ async def test_lookups_that_arrive_stale_wait_for_one_catch_up_and_read_nothing_
     after = cache.stats()
     assert after["bypasses"] == before["bypasses"] and after["misses"] == before["misses"]
     assert after["hits"] - before["hits"] == 300
+
+
+async def test_remoting_takes_what_java_takes_where_http_refuses(node: tuple[Any, str]) -> None:
+    """Issue 25 row 6: HTTP refuses these with a 400; over remoting a broker's body is read as
+    Java's fastjson reads it (a number in a string; a topic config stored under its topicName) and
+    a KV name is any string, as Java's KVConfigManager takes it."""
+    _, addr = node
+    sim = broker(await RemotingClient.connect(addr))
+    table = {
+        "A1": {"topicName": "B1", "readQueueNums": "8", "writeQueueNums": 4, "perm": 6},
+        "TBW102": {"topicName": "TBW102", "readQueueNums": 8, "writeQueueNums": 8, "perm": 7},
+    }
+    body = orjson.dumps(
+        {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": table,
+                "dataVersion": {"counter": 1, "stateVersion": 0, "timestamp": 1},
+            },
+            "filterServerList": [],
+        }
+    )
+    async with sim.client as c:
+        assert (await c.invoke(103, sim.header(body), body)).code == 0
+        b1, a1 = await c.invoke(105, {"topic": "B1"}), await c.invoke(105, {"topic": "A1"})
+        kv = await c.invoke(100, {"namespace": "../..", "key": "a/b", "value": "v"})
+        stored = await c.invoke(101, {"namespace": "../..", "key": "a/b"})
+    assert (a1.code, b1.code) == (17, 0)
+    assert b1.body is not None
+    assert orjson.loads(b1.body)["queueDatas"] == [
+        {"brokerName": "broker-a", "perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 4}
+    ]
+    assert (kv.code, stored.code, stored.ext_fields) == (0, 0, {"value": "v"})

@@ -1,5 +1,5 @@
 """The pieces of the resource limits that need no server: remarks, rate-limited logs, the fd limit,
-and the partial-frame accounting of the remoting guard."""
+the partial-frame accounting of the remoting guard, and connection slots (global and per peer)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from namesrv.config import ConfigError, Settings
 from namesrv.limits import MAX_REMARK_CHARS, RateLimitedLog, bounded_remark, utf8_length
 from namesrv.metrics import Metrics
 from namesrv.remoting.guard import FrameGuard, PartialFrame
+from namesrv.remoting.slots import ConnectionSlots, peer_host
 
 
 def test_short_remarks_are_kept() -> None:
@@ -89,9 +90,61 @@ def test_deadline_starts_at_the_first_byte_of_each_frame() -> None:
     assert not g.overdue(frame, frame.since + 100)  # nothing held: nothing overdue
 
 
+def refused(metrics: Metrics, limit: str) -> float:
+    value: float = metrics.limit_refusals.labels(limit)._value.get()
+    return value
+
+
 def test_max_connections() -> None:
-    g = guard(maxConnections=2)
-    assert (g.admit(0, "p"), g.admit(1, "p"), g.admit(2, "p")) == (True, True, False)
+    metrics = Metrics()
+    slots = ConnectionSlots(2, 2, metrics)
+    taken = [slots.take("10.0.0.1"), slots.take("10.0.0.2"), slots.take("10.0.0.3")]
+    assert [s is not None for s in taken] == [True, True, False]
+    assert refused(metrics, "maxConnections") == 1
+
+
+def test_one_peer_gets_at_most_max_connections_per_peer() -> None:
+    metrics = Metrics()
+    slots = ConnectionSlots(10, 2, metrics)
+    a1, a2, a3 = slots.take("10.0.0.1"), slots.take("10.0.0.1"), slots.take("10.0.0.1")
+    assert a1 is not None and a2 is not None and a3 is None
+    b = slots.take("10.0.0.2")  # another address is not locked out
+    assert b is not None
+    assert (slots.total, slots.per_peer) == (3, {"10.0.0.1": 2, "10.0.0.2": 1})
+    assert refused(metrics, "maxConnectionsPerPeer") == 1
+    assert refused(metrics, "maxConnections") == 0
+
+
+def test_a_slot_is_given_back_once_however_often_it_is_released() -> None:
+    metrics = Metrics()
+    slots = ConnectionSlots(10, 5, metrics)
+    first, second = slots.take("p"), slots.take("p")
+    assert first is not None and second is not None
+    first.release()
+    first.release()  # a second close path of the same connection
+    assert (slots.total, slots.per_peer) == (1, {"p": 1})
+    second.release()
+    assert (slots.total, slots.per_peer) == (0, {})
+    assert (metrics.connections._value.get(), metrics.connection_peers._value.get()) == (0, 0)
+
+
+def test_per_peer_cap_never_exceeds_max_connections() -> None:
+    assert ConnectionSlots(5, 1000, Metrics()).max_per_peer == 5
+
+
+@pytest.mark.parametrize(
+    ("sockaddr", "peer"),
+    [
+        (("10.1.2.3", 4000), "10.1.2.3"),
+        (("::ffff:10.1.2.3", 4000, 0, 0), "10.1.2.3"),  # IPv4-mapped: the same host
+        (("::1", 4000, 0, 0), "::1"),
+        (("fe80::1%eth0", 4000, 0, 2), "fe80::1"),
+        (("2001:DB8::1", 1, 0, 0), "2001:db8::1"),
+        ("/run/namesrv.sock", "/run/namesrv.sock"),
+    ],
+)
+def test_peer_host(sockaddr: object, peer: str) -> None:
+    assert peer_host(sockaddr) == peer
 
 
 def test_budget_below_one_frame_is_refused() -> None:

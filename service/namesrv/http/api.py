@@ -268,7 +268,10 @@ async def kv_get(request: web.Request) -> web.Response:
 
 
 async def kv_put(request: web.Request) -> web.Response:
+    # Written names follow the HTTP rule; reads and deletes take any name, so keys written over
+    # remoting (which, as in Java, takes any) stay readable and removable here.
     namespace, key = _kv_names(request)
+    namespace, key = p.kv_name(namespace, "namespace"), p.kv_name(key, "key")
     body = await p.json_body(request)
     p.only(body, {"value"}, "body")
     if "value" not in body:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from namesrv.http.payloads import KV_NAME
+
 ERROR = {"$ref": "#/components/schemas/Error"}
 
 
@@ -62,6 +64,12 @@ BROKER = _path("brokerName", "broker name")
 TOPIC = _path("topic", "topic name")
 NAMESPACE = _path("namespace", "KV namespace, e.g. ORDER_TOPIC_CONFIG")
 KEY = _path("key", "KV key")
+# PUT takes the stricter names of KV_NAME (reads and deletes take any name)
+KV_PUT_NAME = {"type": "string", "pattern": f"^{KV_NAME.pattern}$"}
+KV_PUT_PARAMS = [
+    {**NAMESPACE, "schema": KV_PUT_NAME, "description": "KV namespace (not only dots)"},
+    {**KEY, "schema": KV_PUT_NAME, "description": "KV key (not only dots)"},
+]
 TOPIC_LIST = {
     "type": "object",
     "properties": {"topicList": {"type": "array", "items": STR}, "brokerAddr": STR},
@@ -83,7 +91,7 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "topicName": STR,
+            "topicName": {"type": "string", "description": "must equal its key in topicConfigTable"},
             "readQueueNums": INT,
             "writeQueueNums": INT,
             "perm": INT,
@@ -358,7 +366,7 @@ OPENAPI: dict[str, Any] = {
                 "kvPut",
                 "PUT_KV_CONFIG (100)",
                 _resp("stored", OK, 400),
-                params=[NAMESPACE, KEY],
+                params=KV_PUT_PARAMS,
                 body={
                     "type": "object",
                     "required": ["value"],

@@ -2,11 +2,14 @@
 
 Unlike the remoting protocol, where we accept whatever a Java broker sends, the JSON API is
 ours: unknown fields, wrong types, missing fields and out-of-range numbers are 400s that say
-what is wrong, before anything reaches Redis.
+what is wrong, before anything reaches Redis. Where the remoting path takes what Java's fastjson
+takes (``"readQueueNums": "8"``, a topic config stored under its ``topicName`` whatever its key),
+HTTP refuses it, naming the field: a client of the JSON API sent something it did not mean.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +57,32 @@ TOPIC_CONFIG_FIELDS = {
 }
 DATA_VERSION_FIELDS = {"counter", "stateVersion", "timestamp"}
 QUEUE_DATA_FIELDS = {"brokerName", "perm", "readQueueNums", "topicSysFlag", "writeQueueNums"}
+# The JSON type of each field (null: the default). The domain parsers also take numbers in strings
+# and "true"/"false", as fastjson does for brokers; the JSON API does not.
+TOPIC_CONFIG_TYPES: dict[str, type] = {
+    "topicName": str,
+    "readQueueNums": int,
+    "writeQueueNums": int,
+    "perm": int,
+    "topicFilterType": str,
+    "topicSysFlag": int,
+    "order": bool,
+    "attributes": dict,
+}
+DATA_VERSION_TYPES: dict[str, type] = {"counter": int, "stateVersion": int, "timestamp": int}
+QUEUE_DATA_TYPES: dict[str, type] = {
+    "brokerName": str,
+    "perm": int,
+    "readQueueNums": int,
+    "topicSysFlag": int,
+    "writeQueueNums": int,
+}
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true or false", dict: "an object"}
+# KV namespaces and keys written over HTTP (they travel in the URL path): letters, digits and
+# _ - . : % | @, at most 255, and not only dots: no '/', no '..', nothing a proxy or a log would
+# read as something else. The remoting PUT_KV_CONFIG takes any name, as Java does.
+KV_NAME = re.compile(r"[A-Za-z0-9_.:%|@-]{1,255}")
+KV_NAME_RULE = "1 to 255 of the characters A-Z a-z 0-9 _ - . : % | @, and not only dots"
 UNREGISTER_FIELDS = {"clusterName", "brokerAddr", "brokerName", "brokerId", "epoch"}
 HEARTBEAT_FIELDS = {"clusterName", "brokerAddr", "brokerName", "brokerId", "dataVersion"}
 
@@ -119,11 +148,42 @@ def optional_bool(obj: Mapping[str, Any], name: str, where: str = "body") -> boo
     return value
 
 
+def typed(obj: Mapping[str, Any], types: Mapping[str, type], where: str) -> None:
+    """Each field of ``types`` present in ``obj`` has that JSON type (an integer is not a bool)."""
+    for name, kind in types.items():
+        value = obj.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+            raise BadRequest(f"{where}.{name} must be {_TYPE_NAMES[kind]}, got {type(value).__name__}")
+
+
 def data_version(obj: Any, where: str) -> DataVersion:
     if not isinstance(obj, Mapping):
         raise BadRequest(f"{where} must be an object")
     only(obj, DATA_VERSION_FIELDS, where)
+    typed(obj, DATA_VERSION_TYPES, where)
     return DataVersion.from_obj(obj, where)
+
+
+def topic_config(key: str, tc: Any, where: str) -> TopicConfig:
+    """One entry of topicConfigTable: strictly typed, and stored under its key (Java stores it
+    under its topicName, so a mismatch would register a topic the client did not name)."""
+    if isinstance(tc, Mapping):
+        only(tc, TOPIC_CONFIG_FIELDS, f"{where}[{key!r}]")
+        path = f"{where}.{key}"
+        typed(tc, TOPIC_CONFIG_TYPES, path)
+        attrs = tc.get("attributes") or {}
+        bad = next((k for k, v in attrs.items() if not isinstance(v, str)), None)
+        if bad is not None:
+            raise BadRequest(f"{path}.attributes.{bad} must be a string, got {type(attrs[bad]).__name__}")
+    config = TopicConfig.from_obj(tc, key)
+    if config.topicName != key:
+        raise BadRequest(
+            f"{where}.{key}.topicName is {config.topicName!r}: a topic config must be listed under "
+            f"its own topicName"
+        )
+    return config
 
 
 def wrapper(obj: Any) -> TopicConfigWrapper:
@@ -136,12 +196,7 @@ def wrapper(obj: Any) -> TopicConfigWrapper:
     table = obj.get("topicConfigTable") or {}
     if not isinstance(table, Mapping):
         raise BadRequest(f"{where}.topicConfigTable must be an object")
-    configs: dict[str, TopicConfig] = {}
-    for key, tc in table.items():
-        if isinstance(tc, Mapping):
-            only(tc, TOPIC_CONFIG_FIELDS, f"{where}.topicConfigTable[{key!r}]")
-        config = TopicConfig.from_obj(tc, key)
-        configs[config.topicName] = config
+    configs = {key: topic_config(key, tc, f"{where}.topicConfigTable") for key, tc in table.items()}
     mappings = obj.get("topicQueueMappingInfoMap") or {}
     if not isinstance(mappings, Mapping) or not all(isinstance(v, Mapping) for v in mappings.values()):
         raise BadRequest(f"{where}.topicQueueMappingInfoMap must map topics to objects")
@@ -183,5 +238,14 @@ def queue_datas(body: Mapping[str, Any]) -> list[QueueData]:
     for i, item in enumerate(items):
         if isinstance(item, Mapping):
             only(item, QUEUE_DATA_FIELDS, f"body.queueDatas[{i}]")
+            typed(item, QUEUE_DATA_TYPES, f"body.queueDatas[{i}]")
         out.append(QueueData.from_obj(item, f"body.queueDatas[{i}]"))
     return out
+
+
+def kv_name(value: str, what: str) -> str:
+    """A KV namespace or key to write over HTTP: :data:`KV_NAME`, not ``.`` or ``..``."""
+    if not KV_NAME.fullmatch(value) or not value.strip("."):
+        shown = value if len(value) <= 64 else f"{value[:64]}..."
+        raise BadRequest(f"{what} {shown!r} is not a valid name: {KV_NAME_RULE}")
+    return value

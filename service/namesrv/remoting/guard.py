@@ -1,8 +1,8 @@
 """What a remoting client can make a worker hold: connections, and bytes of unfinished frames.
 
-- ``maxConnections``: a connection past the cap is closed as soon as it is accepted, with a
-  rate-limited warning, well before the process runs out of file descriptors (so the HTTP port,
-  and ``/livez``, keep accepting).
+- ``maxConnections``: lowered here to fit the open-file limit, so connections are refused (by
+  :mod:`namesrv.remoting.slots`, with a rate-limited warning) well before the process runs out of
+  file descriptors (so the HTTP port, and ``/livez``, keep accepting).
 - ``frameDeadlineSeconds``: once the first bytes of a frame arrived, the rest must follow within
   this time, or the connection is closed (a client trickling a 16 MiB frame holds memory).
 - ``partialFramesMaxBytes``: bytes held in unfinished frames across all connections of the
@@ -66,25 +66,11 @@ class FrameGuard:
                 f"partialFramesMaxBytes ({settings.partialFramesMaxBytes}) must be at least "
                 f"frameMaxLength ({settings.frameMaxLength}): one frame could never arrive"
             )
-        self.max_connections = effective_max_connections(settings)
         self.deadline = settings.frameDeadlineSeconds
         self.budget = settings.partialFramesMaxBytes
         self.metrics = metrics
         self.partial_bytes = 0
-        self._refusals = RateLimitedLog(log)
         self._budget_log = RateLimitedLog(log)
-
-    def admit(self, open_connections: int, peer: str) -> bool:
-        """May one more connection open? Counted and logged (rate-limited) when not."""
-        if open_connections < self.max_connections:
-            return True
-        self.metrics.limit_refusals.labels("maxConnections").inc()
-        self._refusals.warning(
-            "refusing remoting connection from %s: %d connections open (maxConnections)",
-            peer,
-            open_connections,
-        )
-        return False
 
     def hold(self, frame: PartialFrame, buffered: int, completed: bool = False) -> bool:
         """Record that a connection now holds ``buffered`` bytes of an unfinished frame

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from namesrv.config import Settings
+from namesrv.config import JAVA_ALIASES, JAVA_UNSUPPORTED_WHEN_TRUE, Settings
 from namesrv.domain.codes import ResponseCode, java_str
 from namesrv.domain.errors import PermissionDenied
 from namesrv.javaprops import PropertiesError, format_properties, parse_properties
@@ -66,10 +66,15 @@ async def get_kv_list(ctx: HandlerContext, conn: ConnectionState, cmd: RemotingC
 
 # ---- config: 318, 319 ----
 def java_config_view(settings: Settings) -> dict[str, str]:
-    """Our settings plus the Java names operators' tools look for (listenPort, bindAddress)."""
+    """Our settings plus every Java key that is true of this worker: the three Java names of our
+    own options, and the three Java features a worker refuses to turn on (always false here).
+    Java's other keys (JAVA_NOT_APPLICABLE: thread pools, Netty tuning, file paths) are left out:
+    any value would claim a setting that does nothing."""
     values = settings.as_properties()
-    values["listenPort"] = str(settings.remotingPort)
-    values["bindAddress"] = settings.listenHost
+    for java, ours in JAVA_ALIASES.items():
+        values[java] = values[ours]
+    for java in JAVA_UNSUPPORTED_WHEN_TRUE:
+        values[java] = "false"
     return values
 
 

@@ -3,15 +3,20 @@
 Each connection decodes frames with the sans-I/O codec and runs every request as its own task,
 so many requests are in flight per connection and replies go out as they finish (clients match
 them by ``opaque``); oneway requests get no reply. A frame the codec cannot read closes the
-connection, as in Java. When a connection closes (peer close, reset, bad frame, or idle for
+connection, as in Java. When a connection closes (peer close, reset, bad frame, no whole frame
+within ``firstFrameDeadlineSeconds`` of being accepted, or idle for
 ``serverChannelMaxIdleTimeSeconds``) the brokers registered over it are removed, fenced by the
-registration epoch. A worker's own shutdown never removes brokers: it stops accepting, answers
-what is in flight, and only then closes connections.
+registration epoch. A connection holds one of the worker's slots (:mod:`namesrv.remoting.slots`)
+from accept until it is gone; one that does not take the replies still queued for it within
+``CLOSE_FLUSH_S`` of being closed is aborted, so a peer that stops reading cannot keep its slot.
+A worker's own shutdown never removes brokers: it stops accepting, answers what is in flight,
+and only then closes connections.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -23,6 +28,7 @@ from typing import Any, cast
 from namesrv.aio import cancel_and_wait
 from namesrv.domain.codes import OVERLOAD_REMARK, RequestCode, ResponseCode, Version
 from namesrv.domain.errors import StoreUnavailable
+from namesrv.limits import RateLimitedLog
 from namesrv.metrics import Metrics
 from namesrv.protocol.remoting import (
     FLAG_ONEWAY,
@@ -37,9 +43,10 @@ from namesrv.registry.route_lookups import STALE, Stale
 from namesrv.registry.service import CloseOutcome
 from namesrv.remoting.catch_ups import CatchUps
 from namesrv.remoting.context import ConnectionState, HandlerContext, reply
-from namesrv.remoting.guard import FrameGuard, PartialFrame
+from namesrv.remoting.guard import FrameGuard, PartialFrame, effective_max_connections
 from namesrv.remoting.handlers import dispatch, operation_name
 from namesrv.remoting.routes import route_from_cache
+from namesrv.remoting.slots import ConnectionSlots, Slot, peer_host
 from namesrv.tls import ServerTls, create_server
 
 log = logging.getLogger(__name__)
@@ -49,6 +56,9 @@ ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 ROUTE_OPERATION = RequestCode.GET_ROUTEINFO_BY_TOPIC.name
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 TURN_FRAMES = 64  # frames of one connection answered per turn of the event loop
+# A closed connection flushes the replies already queued; a peer that does not read them within
+# this time is cut off (closing waits for the flush, so it would otherwise keep its slot forever).
+CLOSE_FLUSH_S = 5.0
 
 
 @dataclass
@@ -80,6 +90,9 @@ class Admission:
 
 class RemotingConnection(asyncio.Protocol):
     def __init__(self, server: RemotingServer) -> None:
+        self.slot: Slot | None = None  # taken at accept by the TLS listener, else in connection_made
+        self.framed = False  # a whole frame arrived: firstFrameDeadlineSeconds is met
+        self.closing_since = 0.0  # when the transport was first seen closing (0: it is not)
         self.server = server
         self.decoder = FrameDecoder(server.ctx.settings.frameMaxLength)
         self.transport: asyncio.Transport | None = None
@@ -99,12 +112,17 @@ class RemotingConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.state.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        if not self.server.guard.admit(len(self.server.connections), self.state.peer):
-            self.transport.abort()
-            return
+        if self.slot is None:
+            self.slot = self.server.slots.take(peer_host(peer))
+            if self.slot is None:
+                self.transport.abort()
+                return
         self.admitted = True
         self.server.connections.add(self)
-        self.server.metrics.connections.set(len(self.server.connections))
+
+    def adopt_slot(self, slot: Slot) -> None:
+        """The TLS listener took this connection's slot at accept, before the handshake."""
+        self.slot = slot
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
@@ -116,6 +134,8 @@ class RemotingConnection(asyncio.Protocol):
                 self.start(cmd)
             self.close()
             return
+        if commands:
+            self.framed = True
         if (self.decoder.buffered or self.partial.held) and not self.server.guard.hold(
             self.partial, self.decoder.buffered, bool(commands)
         ):
@@ -205,11 +225,12 @@ class RemotingConnection(asyncio.Protocol):
             self.transport.write(b"".join(frames))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.slot is not None:
+            self.slot.release()
         if not self.admitted:
             return
         self.server.guard.release(self.partial)
-        self.server.connections.discard(self)
-        self.server.metrics.connections.set(len(self.server.connections))
+        self.server.forget(self)
         if self.state.registrations and not self.server.draining:
             self.server.spawn(self._remove_brokers(list(self.state.registrations.values())))
         self.state.registrations.clear()
@@ -291,6 +312,31 @@ class RemotingConnection(asyncio.Protocol):
         if self.transport and not self.transport.is_closing():
             self.transport.close()
 
+    def abort(self) -> None:
+        if self.transport:
+            self.transport.abort()
+
+    def past_deadlines(self, now: float) -> str | None:
+        """Why the idle loop must close this connection now, or None (see ``_close_idle``)."""
+        server = self.server
+        transport = self.transport
+        if transport is None:
+            return None
+        if transport.is_closing():
+            # Closed by us or by the peer's EOF: the transport waits for its replies to be read.
+            self.closing_since = self.closing_since or now
+            return "abort" if now - self.closing_since > CLOSE_FLUSH_S else None
+        if server.guard.overdue(self.partial, now):
+            return "frame"
+        if not self.framed and self.slot is not None:
+            if now - self.slot.since > server.ctx.settings.firstFrameDeadlineSeconds:
+                server.metrics.limit_refusals.labels("firstFrameDeadlineSeconds").inc()
+                return "first"
+            return None
+        if self.last_active < now - server.ctx.settings.serverChannelMaxIdleTimeSeconds and not self.tasks:
+            return "idle"
+        return None
+
 
 class RemotingServer:
     def __init__(self, ctx: HandlerContext, metrics: Metrics) -> None:
@@ -305,8 +351,13 @@ class RemotingServer:
         self.background: set[asyncio.Task[None]] = set()
         self.draining = False
         self.guard = FrameGuard(settings, metrics)
+        self.slots = ConnectionSlots(
+            effective_max_connections(settings), settings.maxConnectionsPerPeer, metrics
+        )
         self._server: asyncio.AbstractServer | None = None
         self._idle_task: asyncio.Task[None] | None = None
+        self.first_frame_log = RateLimitedLog(log)
+        self._emptied = asyncio.Event()
         self._connections_made = itertools.count(1)
 
     def next_holder(self) -> str:
@@ -349,27 +400,53 @@ class RemotingServer:
             tls=tls,
             backlog=1024,
             max_pending=self.ctx.settings.maxConnections,
+            slots=self.slots,
+            setup_timeout=self.ctx.settings.firstFrameDeadlineSeconds,
         )
         self._idle_task = loop.create_task(self._close_idle(), name="remoting-idle")
         log.info("remoting listener on %s:%d", host, self.port)
 
     async def _close_idle(self) -> None:
         while True:
-            limit = self.ctx.settings.serverChannelMaxIdleTimeSeconds
-            await asyncio.sleep(min(1.0, limit / 4, self.guard.deadline / 4))
+            settings = self.ctx.settings
+            await asyncio.sleep(
+                min(
+                    1.0,
+                    settings.serverChannelMaxIdleTimeSeconds / 4,
+                    self.guard.deadline / 4,
+                    settings.firstFrameDeadlineSeconds / 4,
+                )
+            )
             now = time.monotonic()
-            deadline = now - limit
             for conn in list(self.connections):
-                if self.guard.overdue(conn.partial, now):
+                why = conn.past_deadlines(now)
+                if why is None:
+                    continue
+                peer = conn.state.peer
+                if why == "abort":
+                    log.info("aborting remoting connection %s: it does not read its replies", peer)
+                    conn.abort()
+                    continue
+                if why == "frame":
                     log.warning(
-                        "closing remoting connection %s: a frame unfinished for %.0fs (frameDeadlineSeconds)",
-                        conn.state.peer,
+                        "closing remoting connection %s: a frame unfinished for %gs (frameDeadlineSeconds)",
+                        peer,
                         self.guard.deadline,
                     )
-                    conn.close()
-                elif conn.last_active < deadline and not conn.tasks:
-                    log.info("closing remoting connection %s: idle for %ds", conn.state.peer, limit)
-                    conn.close()
+                elif why == "first":
+                    self.first_frame_log.warning(
+                        "closing remoting connection %s: no whole frame within %gs of connecting "
+                        "(firstFrameDeadlineSeconds)",
+                        peer,
+                        settings.firstFrameDeadlineSeconds,
+                    )
+                else:
+                    log.info(
+                        "closing remoting connection %s: idle for %ds",
+                        peer,
+                        settings.serverChannelMaxIdleTimeSeconds,
+                    )
+                conn.close()
 
     def stop_accepting(self) -> None:
         """From SIGTERM on: no new connections, GO_AWAY to clients that understand it."""
@@ -394,8 +471,29 @@ class RemotingServer:
             conn.close()
         for task in [*(t for c in self.connections for t in c.tasks), *self.background]:
             await cancel_and_wait(task)
+        await self._let_close(CLOSE_FLUSH_S)
         if self._server:
             await self._server.wait_closed()
+
+    async def _let_close(self, grace: float) -> None:
+        """Give closed connections ``grace`` s to flush their replies, then abort the rest: a peer
+        that does not read would hold the worker's shutdown (and its slot) forever."""
+        if not await self._all_gone(grace):
+            for conn in list(self.connections):
+                conn.abort()
+            await self._all_gone(1.0)  # abort calls connection_lost on a later turn of the loop
+
+    async def _all_gone(self, timeout: float) -> bool:
+        if self.connections:
+            self._emptied.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._emptied.wait(), timeout)
+        return not self.connections
+
+    def forget(self, conn: RemotingConnection) -> None:
+        self.connections.discard(conn)
+        if not self.connections:
+            self._emptied.set()
 
 
 def _outcome(code: int) -> str:

@@ -8,6 +8,7 @@ log line, one readiness flip), not once per request.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -26,6 +27,12 @@ class RedisHealth:
     # reply arrived proves nothing: a call sent before the poll can be answered after it was sent,
     # and Redis then stop right behind it.
     answered_sent_at: float = 0.0
+    # Set while Redis is reachable (up) or not (down), for whoever waits for a change of state.
+    up: asyncio.Event = field(default_factory=asyncio.Event)
+    down: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        (self.up if self.reachable else self.down).set()
 
     def note_answer(self, sent_at: float) -> None:
         if sent_at > self.answered_sent_at:
@@ -37,6 +44,8 @@ class RedisHealth:
             self.reason = reason
             return False
         self.reachable, self.reason, self.since = False, reason, time.monotonic()
+        self.up.clear()
+        self.down.set()
         return True
 
     def mark_up(self) -> float | None:
@@ -47,6 +56,8 @@ class RedisHealth:
         lasted = now - self.since
         first = self.reason == "not connected yet"
         self.reachable, self.reason, self.since = True, "", now
+        self.down.clear()
+        self.up.set()
         if first:
             return None
         self.outages += 1
