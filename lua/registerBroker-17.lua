@@ -49,12 +49,16 @@
   ARGV[20] holder: '<workerId>#<connection>' when the registration came over a remoting
            connection (it then holds the broker: unregisterBroker; its worker is seen running
            now, see noteWorker), '' otherwise (HTTP)
+  ARGV[21] a replay: the Redis time (ms) the fleet began healing a data set that lost registrations
+           (registry/heal.py), '' for a broker's own registration. A replay changes nothing when
+           the broker registered on its own since then (status 4): the broker wins
 
   Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat,
             routeChanged}
     status 1 registered; 0 refused (R7: first registration of an id carrying exactly one topic);
     2 ignored (R6: an older stateVersion than the live registration of the same id);
     3 body needed (ARGV[9] was '' and the body is not the last complete one): nothing was changed.
+    4 skipped: a replay (ARGV[21]) of a broker that registered on its own since: nothing changed.
     mode 0 topics untouched; 1 upsert every topic; 2 add only topics missing for the broker.
     masterAddr/haServerAddr are '' unless the broker is a slave and its master is live (R13).
     orderConfigFlat is HGETALL of the ORDER_TOPIC_CONFIG namespace when hasOrderConfig is 1.
@@ -86,9 +90,17 @@ local wantOrderConfig = ARGV[17] == '1'
 local pruneLeftovers = ARGV[18] == '1'
 local bodyHash = ARGV[19] or ''
 local holder = ARGV[20] or ''
+local replayBefore = tonumber(ARGV[21] or '')
 local member = cluster .. '/' .. addr
 local now = nowMs()
 local prevLive = rcall('HGET', K.live, member)
+
+if replayBefore then
+  local info = decodeOrNil(prevLive)
+  if info and tonumber(info.registeredAt or 0) >= replayBefore then
+    return {4, 0, 0, '', '', 0, {}, 0}
+  end
+end
 
 -- The last complete registration of this body: reuse it without the worker decoding the body,
 -- when the full path below would leave topics untouched anyway. Checked before any write.

@@ -172,6 +172,7 @@ def route_lookups(settings: Settings, reader: RouteReader, feed: ChangeFeed) -> 
         negative_s=settings.routeNegativeCacheMillis / 1000,
         max_entries=settings.routeCacheMaxEntries,
         refresh_s=settings.routeCacheRefreshSeconds,
+        heal_s=settings.healWindowSeconds,
         view=reader.view,
     )
     feed.subscribe(cache)
@@ -228,7 +229,9 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         count_registration=lambda result: metrics.registrations.labels(result).inc(),
         count_limit=lambda limit: metrics.limit_refusals.labels(limit).inc(),
         kv_tables=kv_tables,
+        count_heal=lambda outcome, n: metrics.heal_replays.labels(outcome).inc(n),
     )
+    feed.subscribe(service.keeper)  # after the route cache: it keeps its routes, then the replays start
     if isinstance(lookups, RouteCache):
         metrics.watch_route_cache(lookups)
     metrics.watch_worker(worker, health)
@@ -253,6 +256,7 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         await cancel_and_wait(following)
         await cancel_and_wait(starting)
         await lookups.close()
+        await service.keeper.close()
         await feed.stop()
 
 

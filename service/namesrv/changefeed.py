@@ -51,6 +51,9 @@ RTT_WEIGHT = 0.2
 # writes that reached Redis just before it stopped commit the moment it resumes: the next poll
 # must notice within about the staleness bound. A refused connection costs next to nothing.
 RETRY_MIN_S, RETRY_MAX_S = 0.02, 0.1
+# The reason of a start-over that is this worker's own doing (a listener failed), not Redis': every
+# other reason means Redis may have lost what the worker knew (listeners may heal it).
+LISTENER_ERROR = "listener error"
 
 
 class FeedListener(Protocol):
@@ -253,7 +256,7 @@ class ChangeFeed:
                 log.exception("change feed listener failed; starting over")
                 self._settle_in_flight(False)
                 _settle(owed, False)
-                await self._reset("listener error")
+                await self._reset(LISTENER_ERROR)
                 continue
             if received < BATCH:  # caught up: everything committed before `issued` is applied
                 self._known_at = issued
@@ -314,7 +317,7 @@ class ChangeFeed:
 
     async def _reset(self, reason: str) -> None:
         log.warning("change feed: %s; cached routes dropped", reason)
-        self._count_reset("listener" if reason == "listener error" else "data")
+        self._count_reset("listener" if reason == LISTENER_ERROR else "data")
         for listener in self.listeners:
             try:
                 await listener.on_reset(reason)

@@ -248,6 +248,22 @@ class Settings:
         lo=0,
         hi=3600,
     )
+    healWindowSeconds: float = _opt(
+        15.0,
+        "After Redis lost registrations (restarted empty, flushed, failed over to a replica that "
+        "missed writes), the fleet replays what its workers saw; for this long, routes cached "
+        "before the loss are served, and a lookup Redis cannot answer yet gets 'name server not "
+        "ready' (clients retry) instead of TOPIC_NOT_EXIST. 0 turns it off.",
+        lo=0,
+        hi=600,
+    )
+    healKeepMaxBytes: int = _opt(
+        67108864,
+        "Memory a worker gives to the last registration of each broker connected to it, kept "
+        "compressed for a heal (a 10,000-topic body keeps in about 150 KB); past it the oldest go.",
+        lo=0,
+        hi=1 << 34,
+    )
     routeCacheRefreshSeconds: float = _opt(
         60.0,
         "A cached route served within this many seconds is read again as soon as a change drops it, "

@@ -49,6 +49,14 @@ class Metrics:
         )
         r.register(self.loop_lag)
         ProcessCollector(registry=r)  # CPU, RSS, open files: read from /proc at scrape time
+        self.heal_replays = Counter(
+            "namesrv_heal_replays",
+            "Registrations this worker kept and replayed after Redis lost its data, by outcome "
+            "(replayed; skipped: the broker registered on its own first, or its connection closed; "
+            "failed; dropped: not kept, over healKeepMaxBytes)",
+            ["outcome"],
+            registry=r,
+        )
         self.registrations = Counter(
             "namesrv_registrations", "REGISTER_BROKER results (ok, refused, ignored)", ["result"], registry=r
         )
@@ -206,7 +214,9 @@ class _RouteCacheCollector(Collector):
             "Route lookups by cache outcome (hit, miss, bypass = change feed could not catch up, so "
             "read from Redis; shed = answered SYSTEM_BUSY because too many were reading Redis; "
             "outage = served from the cache while Redis was unreachable; unavailable = not cached "
-            "while Redis was unreachable: failed)",
+            "while Redis was unreachable: failed; heal = served as cached before Redis lost its "
+            "data, while the fleet replays; heal_not_ready = not cached then, and Redis did not "
+            "have it yet: 'name server not ready')",
             labels=["result"],
         )
         for label, counter in (
@@ -216,6 +226,8 @@ class _RouteCacheCollector(Collector):
             ("shed", "shed"),
             ("outage", "outage"),
             ("unavailable", "unavailable"),
+            ("heal", "heal_hits"),
+            ("heal_not_ready", "heal_refusals"),
         ):
             lookups.add_metric([label], stats[counter])
         yield lookups

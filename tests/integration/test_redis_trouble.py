@@ -78,7 +78,9 @@ async def redis_process() -> AsyncIterator[RedisProcess]:
 
 @pytest.fixture
 async def pair(settings: Settings, redis_process: RedisProcess) -> AsyncIterator[list[Any]]:
-    shaped = dataclasses.replace(settings, redisUrl=redis_process.url)
+    # Without the heal window: these tests check what the workers do with Redis alone
+    # (test_heal.py checks the fleet healing a Redis that lost its data).
+    shaped = dataclasses.replace(settings, redisUrl=redis_process.url, healWindowSeconds=0)
     apps = [await start_client(shaped), await start_client(shaped)]
     yield apps
     for app in apps:

@@ -198,7 +198,7 @@ async def test_a_hit_makes_no_redis_call(client: Any) -> None:
     assert stats["hits"] >= 1
     prefix = "namesrv_route_cache_lookups_total{"
     labels = {line.split('"')[1] for line in text.splitlines() if line.startswith(prefix)}
-    assert labels == {"hit", "miss", "bypass", "shed", "outage", "unavailable"}
+    assert labels == {"hit", "miss", "bypass", "shed", "outage", "unavailable", "heal", "heal_not_ready"}
 
 
 def _value(text: str, name: str) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from typing import Any
@@ -718,3 +719,27 @@ async def test_r10_stale_topic_chunks_are_fenced(service: RegistryService) -> No
     )
     assert await service.store.register_topics(chunk) == (TopicsStatus.FENCED, 0, 0)
     assert await service.all_topics() == ["TBW102", "TopicTest"]
+
+
+# ---- replays of a heal (#27) ----
+async def test_a_replay_is_skipped_for_a_broker_registered_since_the_heal_began(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    began = await service.store.server_time_ms()
+    await asyncio.sleep(0.01)
+    own, _ = await service.register_broker(register(topics=["Fresh1", "Fresh2"], counter=2))
+    assert own is not None
+    replay = dataclasses.replace(register(topics=["Old1", "Old2"], counter=1), replay_before=began)
+    result, registration = await service.register_broker(replay)
+    assert (result, registration) == (RegisterBrokerResult(accepted=False), None)
+    assert await redis.smembers(Keyspace(namespace).btopics("broker-a")) == {"Fresh1", "Fresh2"}
+
+
+async def test_a_replay_registers_a_broker_the_data_set_lost(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    began = await service.store.server_time_ms()
+    replay = dataclasses.replace(register(topics=["Old1", "Old2"]), replay_before=began)
+    result, registration = await service.register_broker(replay)
+    assert result is not None and result.accepted and registration is not None
+    assert await redis.smembers(Keyspace(namespace).btopics("broker-a")) == {"Old1", "Old2"}

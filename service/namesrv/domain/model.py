@@ -273,6 +273,7 @@ class RegisterBrokerRequest:
     enableActingMaster: bool | None = None  # None: a 4.x broker that does not send the field
     body: RawBody | None = None  # the raw body, decoded only if the registry needs its content
     holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
+    replay_before: int | None = None  # a heal's replay: when the heal began (Redis ms)
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,7 @@ class BrokerRegistrar:
             return_order=s.returnOrderTopicConfigToBroker,
             body_hash=req.body.hash if req.body is not None else "",
             holder=req.holder,
+            replay_before=req.replay_before,
         )
         laid_out_by = ""  # the member whose body to lay out once this registration is answered
         if req.wrapper is not None:
@@ -263,10 +264,14 @@ class BrokerRegistrar:
     def _registered(
         self, req: RegisterBrokerRequest, header: HeaderOutcome
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
-        outcome = {RegisterStatus.REFUSED: "refused", RegisterStatus.IGNORED: "ignored"}.get(
-            header.status, "ok"
-        )
+        outcome = {
+            RegisterStatus.REFUSED: "refused",
+            RegisterStatus.IGNORED: "ignored",
+            RegisterStatus.SKIPPED: "replay_skipped",
+        }.get(header.status, "ok")
         self.count_registration(outcome)
+        if header.status is RegisterStatus.SKIPPED:  # the broker registered on its own: it wins
+            return RegisterBrokerResult(accepted=False), None
         if header.status is RegisterStatus.REFUSED:
             log.info(
                 "register of %s/%s (%s id %d) refused as Java does (R7): the first registration of an id "

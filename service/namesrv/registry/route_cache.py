@@ -35,6 +35,11 @@ that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is 
   change drops it, a few at a time, so hot routes stay in memory: the next lookup is a hit, and a
   Redis outage that starts right after a change still finds them (with the change).
 
+**Heal**: when Redis lost registrations (a new data set), the fleet replays them
+(:mod:`namesrv.registry.heal`); for ``heal_s`` the routes cached before the loss are served as they
+were, and a lookup Redis answers "no such topic" gets "name server not ready" instead (clients
+retry): no topic that existed before the loss is ever answered TOPIC_NOT_EXIST while it heals.
+
 Entries also expire after ``MAX_AGE_S`` (jittered), a last bound should an event ever be missed.
 Negative answers (unknown topic) are kept for ``routeNegativeCacheMillis`` and dropped as soon as
 an event names the topic.
@@ -51,9 +56,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Literal
 
 from namesrv.aio import cancel_and_wait
-from namesrv.changefeed import Freshness
+from namesrv.changefeed import LISTENER_ERROR, Freshness
 from namesrv.domain.codes import OVERLOAD_REMARK
-from namesrv.domain.errors import Busy, StoreUnavailable
+from namesrv.domain.errors import Busy, NotReady, StoreUnavailable
 from namesrv.registry.route_impact import BROKER_EVENTS, RouteImpact, route_impact
 from namesrv.registry.route_lookups import STALE, CachedRoute, Fill, Peeked
 from namesrv.store.changelog import EventKind
@@ -84,6 +89,7 @@ class RouteCache:
         negative_s: float,
         max_entries: int,
         refresh_s: float = 0.0,
+        heal_s: float = 0.0,
         view: Callable[[], Hashable] = lambda: None,
         clock: Clock = time.monotonic,
     ) -> None:
@@ -99,6 +105,10 @@ class RouteCache:
         self.negative_s = negative_s
         self.max_entries = max_entries
         self.refresh_s = refresh_s
+        self.heal_s = heal_s
+        self._healing_until = -math.inf
+        self._before_loss: dict[str, CachedRoute] = {}  # the routes cached when Redis lost its data
+        self.heal_hits = self.heal_refusals = 0
         self.clock = clock
         self._routes: OrderedDict[str, CachedRoute] = OrderedDict()
         self._missing: dict[str, float] = {}  # topic -> local expiry of the negative answer
@@ -188,7 +198,16 @@ class RouteCache:
         if missing_until is not None and missing_until > now:
             self._count_hit(outage)
             return False
+        if self._before_loss:
+            if now >= self._healing_until:
+                self._before_loss = {}
+            elif (before := self._before_loss.get(topic)) is not None:
+                self.heal_hits += 1
+                return before
         return None
+
+    def healing(self) -> bool:
+        return self.clock() < self._healing_until
 
     def _still_valid(self, entry: CachedRoute, now: float, outage: bool) -> bool:
         """An entry past the deadline it was read with: its brokers may have heartbeated since."""
@@ -317,6 +336,9 @@ class RouteCache:
         lookup = await self._fill(topic)
         now = self.clock()
         if lookup.route is None:
+            if now < self._healing_until:
+                self.heal_refusals += 1  # not yet replayed, maybe: not an answer to keep or give
+                raise NotReady()
             if generation == self._generation:
                 self._missing[topic] = now + self.negative_s
             return None
@@ -425,6 +447,11 @@ class RouteCache:
 
     async def on_reset(self, reason: str) -> None:
         self.resets += 1
+        if reason != LISTENER_ERROR and self.heal_s > 0:
+            now = self.clock()
+            if now >= self._healing_until:  # a loss during a heal keeps what was cached before the first
+                self._before_loss = dict(self._routes)
+            self._healing_until = now + self.heal_s
         self.clear()
 
     def on_recovered(self, since: float) -> None:
@@ -509,5 +536,7 @@ class RouteCache:
             "refreshed": self.refreshed,
             "refresh_failures": self.refresh_failures,
             "refresh_overtaken": self.refresh_overtaken,
+            "heal_hits": self.heal_hits,
+            "heal_refusals": self.heal_refusals,
             **{f"catch_ups_{how}": count for how, count in self.catch_ups.items()},
         }

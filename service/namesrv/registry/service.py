@@ -34,6 +34,7 @@ from namesrv.domain.model import (
 from namesrv.limits import utf8_length
 from namesrv.protocol import render
 from namesrv.protocol.body_delta import RegisterBodyDecoder
+from namesrv.registry.heal import RegistrationKeeper
 from namesrv.registry.kv_tables import KvTables
 from namesrv.registry.registration import BrokerRegistrar, Registration
 from namesrv.registry.route_lookups import CachedRoute, Peeked, Routes, UncachedRoutes
@@ -69,6 +70,7 @@ class RegistryService:
         count_registration: Callable[[str], None] = lambda result: None,
         count_limit: Callable[[str], None] = lambda limit: None,
         kv_tables: KvTables | None = None,
+        count_heal: Callable[[str, int], None] = lambda outcome, n: None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -78,6 +80,13 @@ class RegistryService:
         # Requests refused by a size limit, by the option's name.
         self.count_limit = count_limit
         self.kv_tables = kv_tables  # 219 from memory; None: every read goes to Redis
+        # The last registration of every broker connected to this worker, for a heal.
+        self.keeper = RegistrationKeeper(
+            self.register_broker,
+            store.server_time_ms,
+            max_bytes=settings().healKeepMaxBytes,
+            count=count_heal,
+        )
 
     def _wrote(self) -> None:
         self.lookups.note_local_write()

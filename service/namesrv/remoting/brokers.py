@@ -49,6 +49,7 @@ async def register_broker(
         return reply(ctx, cmd, ResponseCode.SYSTEM_ERROR, remark="register broker failed", ext={})
     if registration is not None:
         conn.registrations[(registration.cluster, registration.addr)] = registration
+        ctx.service.keeper.keep(conn.holder, request, conn.replayed, conn.is_open)
     header: dict[str, str] = {}
     if result.haServerAddr:
         header["haServerAddr"] = result.haServerAddr
@@ -75,6 +76,7 @@ async def unregister_broker(
     if refusal is not None:  # refused before anything changed
         return reply(ctx, cmd, ResponseCode.NO_PERMISSION, remark=refusal)
     conn.registrations.pop((cluster, addr), None)
+    ctx.service.keeper.forget(conn.holder, cluster, addr)
     # Fence on the epoch this connection registered, so a broker that meanwhile registered
     # through another worker is left alone; an unregister from elsewhere (mqadmin) is unconditional.
     await ctx.service.unregister_broker(

@@ -32,6 +32,15 @@ class ConnectionState:
     peer: str
     holder: str = ""  # '<workerId>#<n>': what the registry calls this connection (unregisterBroker)
     registrations: dict[tuple[str, str], Registration] = field(default_factory=dict)
+    open: bool = True
+
+    def replayed(self, registration: Registration) -> None:
+        """A heal replayed a registration made over this connection: its epoch is the live one."""
+        if self.open:
+            self.registrations[(registration.cluster, registration.addr)] = registration
+
+    def is_open(self) -> bool:
+        return self.open
 
 
 @dataclass

@@ -231,6 +231,8 @@ class RemotingConnection(asyncio.Protocol):
             return
         self.server.guard.release(self.partial)
         self.server.forget(self)
+        self.state.open = False
+        self.server.ctx.service.keeper.forget_holder(self.state.holder)
         if self.state.registrations and not self.server.draining:
             self.server.spawn(self._remove_brokers(list(self.state.registrations.values())))
         self.state.registrations.clear()

@@ -28,6 +28,7 @@ class RegisterStatus(IntEnum):
     REGISTERED = 1
     IGNORED = 2  # R6: an older stateVersion than the live registration of the same id
     BODY_NEEDED = 3  # the raw body is not the last complete one: decode it and call again
+    SKIPPED = 4  # a replay of a broker that registered on its own since the heal began
 
 
 class TopicsStatus(IntEnum):
@@ -112,6 +113,7 @@ class RegisterBrokerArgs:
     body_hash: str  # '' when the request had no raw body (the HTTP API)
     body: BodyFacts = UNDECODED
     holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
+    replay_before: int | None = None  # a replay: when the heal began (Redis ms); None: a broker's own
 
     def keys(self, k: Keyspace) -> list[str]:
         return [
@@ -157,12 +159,13 @@ class RegisterBrokerArgs:
             flag(b.prune_leftovers),
             self.body_hash,
             self.holder,
+            "" if self.replay_before is None else self.replay_before,
         ]
 
     def decode(self, reply: Any) -> HeaderOutcome:
         status_, epoch, mode, master, ha, has_order, order, changed = reply_of(self, reply)
         status = RegisterStatus(int(status_))
-        if status is RegisterStatus.BODY_NEEDED:
+        if status in (RegisterStatus.BODY_NEEDED, RegisterStatus.SKIPPED):
             return HeaderOutcome(status, 0, WriteMode.NONE, "", "", None)
         return HeaderOutcome(
             status=status,
