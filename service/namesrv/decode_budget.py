@@ -1,4 +1,5 @@
-"""The worker's budget of memory for REGISTER_BROKER bodies being decoded (``decodeBudgetBytes``).
+"""The worker's budget of memory for request bodies being decoded (``decodeBudgetBytes``):
+REGISTER_BROKER's on both transports, and every HTTP JSON body.
 
 A body costs far more decoded than it does on the wire: a JSON body becomes Python objects
 several times its size, and 64 KB of zlib can inflate to 64 MB. Twenty such requests at once
@@ -48,8 +49,9 @@ class _Waiter:
 
 
 class DecodeBudget:
-    """Bytes reserved by decodes in flight, at most ``capacity``. Reservations and charges are
-    safe from any thread; :meth:`reserve` and :meth:`Reservation.release` run on the event loop."""
+    """Bytes reserved by decodes in flight, at most ``capacity``. :meth:`reserve` and
+    :meth:`Reservation.release` run on the event loop; :meth:`Reservation.charge` from any
+    thread (the lock guards what both touch)."""
 
     def __init__(
         self, capacity: int, wait_s: float, *, count_refusal: Callable[[str], None] = lambda limit: None

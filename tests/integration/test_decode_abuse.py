@@ -231,20 +231,27 @@ async def test_memory_goes_back_after_bombs_and_big_valid_bodies(
                 for i in range(20)
             )
         )
-        valid = await asyncio.gather(
-            *(
-                register(worker.remoting, big, f"10.0.3.{i}:10911", f"big-{i}", compressed=True)
-                for i in range(20)
+        async with LivenessProbe(worker) as probe:
+            await probe.answered.wait()
+            before = len(probe.statuses)
+            # lasts a second or more: one body decodes and is written while the others wait
+            valid = await asyncio.gather(
+                *(
+                    register(worker.remoting, big, f"10.0.3.{i}:10911", f"big-{i}", compressed=True)
+                    for i in range(20)
+                )
             )
-        )
+            answered_during = len(probe.statuses) - before
         peak = rss(pid, "VmHWM")
 
         after = await settled_rss(pid, baseline + RSS_AFTER_BOUND)
         print(
             f"worker RSS: baseline {baseline / MIB:.0f} MiB, peak {peak / MIB:.0f} MiB, "
-            f"after {after / MIB:.0f} MiB; {valid.count((0, ''))} of 20 big bodies registered"
+            f"after {after / MIB:.0f} MiB; {valid.count((0, ''))} of 20 big bodies registered; "
+            f"/livez answered {answered_during} times meanwhile"
         )
         assert after - baseline <= RSS_AFTER_BOUND
+        assert answered_during >= 1 and set(probe.statuses) == {200}
         assert bombs == [(1, BOMB_REMARK)] * 20
         # One body decodes at a time (each reserves most of the 128 MiB budget); the others wait
         # decodeWaitMillis, and those still waiting then are told to come back.
