@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from aiohttp import web
 from redis.exceptions import RedisError
 
+from namesrv import allocator
 from namesrv.aio import cancel_and_wait, raise_if_cancelling, within
 from namesrv.changefeed import ChangeFeed
 from namesrv.config import Settings
@@ -234,6 +235,8 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     feed.subscribe(service.keeper)  # after the route cache: it keeps its routes, then the replays start
     if isinstance(lookups, RouteCache):
         metrics.watch_route_cache(lookups)
+    metrics.watch_decode_budget(service.decode_budget)
+    service.decode_budget.on_idle = allocator.trim_soon
     metrics.watch_worker(worker, health)
     app[SCRIPTS], app[STORE], app[SERVICE], app[FEED] = scripts, store, service, feed
     starting = asyncio.create_task(bring_up(app), name="redis-bring-up")

@@ -216,6 +216,34 @@ class Settings:
         lo=0.1,
         hi=3600,
     )
+    registerBodyMaxInflatedBytes: int = _opt(
+        33554432,
+        "Most bytes a compressed REGISTER_BROKER body may inflate to; past it the registration is "
+        "refused (a zip bomb). 100,000 real topics inflate to 7-20 MB.",
+        lo=65536,
+        hi=1 << 30,
+    )
+    decodeBudgetBytes: int = _opt(
+        134217728,
+        "Memory a worker lets request bodies being decoded hold at once (estimated: the text plus "
+        "a measured allowance per object or topic); more waits up to decodeWaitMillis, then gets "
+        "SYSTEM_BUSY (HTTP 503). One body needing more than all of it is refused.",
+        lo=1 << 20,
+        hi=1 << 40,
+    )
+    decodeWaitMillis: int = _opt(
+        2000,
+        "Longest a request waits for decodeBudgetBytes to have room before SYSTEM_BUSY (ms).",
+        lo=0,
+        hi=60000,
+    )
+    registerBodyCacheBytes: int = _opt(
+        67108864,
+        "Memory a worker spends remembering brokers' last big JSON REGISTER_BROKER bodies, so the "
+        "next one decodes only what changed (a 10,000-topic body takes about 8 MB).",
+        lo=0,
+        hi=1 << 40,
+    )
     # --- TLS (README "TLS") ---
     tlsMode: str = _opt(
         "disabled",

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from namesrv.decode_budget import DecodeBudget
 from namesrv.registry.route_cache import RouteCache
 from namesrv.store.health import RedisHealth
 from namesrv.worker import WorkerState
@@ -144,6 +145,9 @@ class Metrics:
     def watch_route_cache(self, cache: RouteCache) -> None:
         self.registry.register(_RouteCacheCollector(cache))
 
+    def watch_decode_budget(self, budget: DecodeBudget) -> None:
+        self.registry.register(_DecodeBudgetCollector(budget))
+
     def watch_worker(self, worker: WorkerState, health: RedisHealth) -> None:
         self.registry.register(_WorkerCollector(worker, health))
 
@@ -258,6 +262,25 @@ class _RouteCacheCollector(Collector):
             catch_ups.add_metric([how], stats[f"catch_ups_{how}"])
         yield catch_ups
         yield GaugeMetricFamily("namesrv_route_cache_entries", "Routes cached", value=stats["entries"])
+
+
+class _DecodeBudgetCollector(Collector):
+    """decodeBudgetBytes: what decodes hold now and the most they ever held together."""
+
+    def __init__(self, budget: DecodeBudget) -> None:
+        self.budget = budget
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "namesrv_decode_budget_held_bytes",
+            "Memory (estimated) reserved by request bodies being decoded (decodeBudgetBytes)",
+            value=self.budget.held,
+        )
+        yield GaugeMetricFamily(
+            "namesrv_decode_budget_high_water_bytes",
+            "The most memory (estimated) request bodies being decoded ever held at once",
+            value=self.budget.high_water,
+        )
 
 
 class _WorkerCollector(Collector):

@@ -15,6 +15,7 @@ import signal
 
 from aiohttp import web
 
+from namesrv import allocator
 from namesrv.aio import cancel_and_wait
 from namesrv.app import CleanupContext, begin_drain, create_app
 from namesrv.config import ConfigError, Settings
@@ -42,6 +43,7 @@ async def serve(
 ) -> None:
     # Descriptors for maxConnections plus Redis connections, the HTTP port and files.
     raise_fd_limit(settings.maxConnections + settings.redisMaxConnections + FD_HEADROOM)
+    allocator.tune()  # before any thread: memory freed after big decodes goes back to the system
     try:
         app = create_app(settings, extra_contexts=extra_contexts)
     except ConfigError as exc:

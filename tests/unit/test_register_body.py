@@ -12,8 +12,9 @@ import pytest
 
 from namesrv.domain.model import DataVersion, TopicConfig, TopicConfigWrapper
 from namesrv.protocol.register_body import (
-    MAX_INFLATED_BODY,
+    DEFAULT_MAX_INFLATED,
     BodyDecodeError,
+    BodyTooLarge,
     crc32_masked,
     crc32_matches,
     decode_register_body,
@@ -396,12 +397,13 @@ def test_broken_compressed_bodies(body: bytes, message: str) -> None:
 
 
 def test_zip_bomb_is_refused_quickly_without_inflating_it_all() -> None:
-    packer, megabyte = zlib.compressobj(9), bytes(1 << 20)
-    bomb = b"".join(packer.compress(megabyte) for _ in range(MAX_INFLATED_BODY // len(megabyte) + 1))
+    packer, megabyte = zlib.compressobj(9), b"0" * (1 << 20)
+    bomb = packer.compress(struct.pack(">i", DEFAULT_MAX_INFLATED + 1))
+    bomb += b"".join(packer.compress(megabyte) for _ in range(DEFAULT_MAX_INFLATED // len(megabyte) + 1))
     bomb += packer.flush()
     assert len(bomb) < 100_000
     started = time.perf_counter()
-    with pytest.raises(BodyDecodeError, match="inflates to more than"):
+    with pytest.raises(BodyTooLarge, match="would inflate to more than"):
         decode(bomb, version=479, compressed=True)
     assert time.perf_counter() - started < 5
 

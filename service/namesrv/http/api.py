@@ -90,8 +90,10 @@ async def nsaddr(request: web.Request) -> web.Response:
 
 # ---- brokers ----
 async def register_broker(request: web.Request) -> web.Response:
-    req = p.register_request(await p.json_body(request))
-    result, registration = await request.app[SERVICE].register_broker(req)
+    service = request.app[SERVICE]
+    # the topics live until the registration is answered: so does the memory they are counted as
+    async with p.decoded_body(request, service.decode_budget, p.register_request) as req:
+        result, registration = await service.register_broker(req)
     if result is None:  # counted by the service, for both transports
         return json_response({"code": ResponseCode.SYSTEM_ERROR, "remark": "register broker failed"}, 409)
     body: dict[str, Any] = {"code": 0, "accepted": result.accepted}
@@ -107,7 +109,7 @@ async def register_broker(request: web.Request) -> web.Response:
 
 
 async def unregister_broker(request: web.Request) -> web.Response:
-    body = await p.json_body(request)
+    body = await p.json_body(request, request.app[SERVICE].decode_budget)
     p.only(body, p.UNREGISTER_FIELDS, "body")
     cluster, addr = p.required_str(body, "clusterName"), p.required_str(body, "brokerAddr")
     name = p.required_str(body, "brokerName")
@@ -134,7 +136,7 @@ async def unregister_broker(request: web.Request) -> web.Response:
 
 
 async def heartbeat(request: web.Request) -> web.Response:
-    body = await p.json_body(request)
+    body = await p.json_body(request, request.app[SERVICE].decode_budget)
     p.only(body, p.HEARTBEAT_FIELDS - {"dataVersion"}, "body")
     live = await request.app[SERVICE].heartbeat(
         p.required_str(body, "clusterName"), p.required_str(body, "brokerAddr")
@@ -143,7 +145,7 @@ async def heartbeat(request: web.Request) -> web.Response:
 
 
 async def query_data_version(request: web.Request) -> web.Response:
-    body = await p.json_body(request)
+    body = await p.json_body(request, request.app[SERVICE].decode_budget)
     p.only(body, p.HEARTBEAT_FIELDS, "body")
     version = p.data_version(body["dataVersion"], "body.dataVersion") if "dataVersion" in body else None
     changed, stored = await request.app[SERVICE].query_data_version(
@@ -233,7 +235,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 async def register_topic(request: web.Request) -> web.Response:
     topic = check_name(request.match_info["topic"], "topic")
-    queues = p.queue_datas(await p.json_body(request))
+    queues = p.queue_datas(await p.json_body(request, request.app[SERVICE].decode_budget))
     written = await request.app[SERVICE].register_topic(topic, queues)
     return json_response({"code": 0, "written": written})
 
@@ -272,7 +274,7 @@ async def kv_put(request: web.Request) -> web.Response:
     # remoting (which, as in Java, takes any) stay readable and removable here.
     namespace, key = _kv_names(request)
     namespace, key = p.kv_name(namespace, "namespace"), p.kv_name(key, "key")
-    body = await p.json_body(request)
+    body = await p.json_body(request, request.app[SERVICE].decode_budget)
     p.only(body, {"value"}, "body")
     if "value" not in body:
         raise BadRequest("body.value is required (null stores an invisible key, as RocketMQ does)")
@@ -296,7 +298,7 @@ async def update_config(request: web.Request) -> web.Response:
     worker = request.app[WORKER]
     if not worker.settings.allowRemoteConfigUpdate:
         raise PermissionDenied("remote config update is disabled (set allowRemoteConfigUpdate=true)")
-    body = await p.json_body(request)
+    body = await p.json_body(request, request.app[SERVICE].decode_budget)
     changes = {}
     for key, value in body.items():
         if isinstance(value, bool):

@@ -233,7 +233,7 @@ OPENAPI: dict[str, Any] = {
             "post": _op(
                 "registerBroker",
                 "REGISTER_BROKER (103)",
-                _resp("registered", _ref("RegisterBrokerResult"), 400, 409, 413),
+                _resp("registered", _ref("RegisterBrokerResult"), 400, 409, 413, 503),
                 body=_ref("RegisterBroker"),
             )
         },

@@ -9,13 +9,16 @@ HTTP refuses it, naming the field: a client of the JSON API sent something it di
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
 
+from namesrv.decode_budget import IN_THREAD_BYTES, DecodeBudget
 from namesrv.domain.errors import BadRequest
 from namesrv.domain.model import (
     DataVersion,
@@ -87,8 +90,37 @@ UNREGISTER_FIELDS = {"clusterName", "brokerAddr", "brokerName", "brokerId", "epo
 HEARTBEAT_FIELDS = {"clusterName", "brokerAddr", "brokerName", "brokerId", "dataVersion"}
 
 
-async def json_body(request: web.Request) -> dict[str, Any]:
+_T = TypeVar("_T")
+
+
+async def json_body(request: web.Request, budget: DecodeBudget) -> dict[str, Any]:
+    async with decoded_body(request, budget, _same) as body:
+        return body
+
+
+def _same(body: dict[str, Any]) -> dict[str, Any]:
+    return body
+
+
+@contextlib.asynccontextmanager
+async def decoded_body(
+    request: web.Request, budget: DecodeBudget, convert: Callable[[dict[str, Any]], _T]
+) -> AsyncIterator[_T]:
+    """The JSON body, parsed and ``convert``-ed, with the memory that costs reserved in the
+    worker's decoding budget until the block ends; a big body is parsed in a thread."""
     raw = await request.read()
+    reservation = await budget.reserve_json(raw, "the request body")
+    try:
+        if len(raw) > IN_THREAD_BYTES:
+            value = await asyncio.to_thread(lambda: convert(parse_json(raw)))
+        else:
+            value = convert(parse_json(raw))
+        yield value
+    finally:
+        reservation.release()
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
     if not raw:
         raise BadRequest("request body is empty; a JSON object is expected")
     try:

@@ -33,7 +33,13 @@ import orjson
 
 from namesrv.domain.codes import Version
 from namesrv.domain.model import RawBody, TopicConfig, TopicConfigWrapper
-from namesrv.protocol.register_body import FilterServers, decode_register_body, decode_topic_config_table
+from namesrv.protocol.register_body import (
+    BodyLimits,
+    FilterServers,
+    decode_register_body,
+    decode_topic_config_table,
+    inflates,
+)
 
 __all__ = ["BodyDelta", "DecodedBody", "RegisterBodyDecoder", "names_digest"]
 
@@ -99,24 +105,27 @@ class _Known:
 MEMORY_PER_BODY_BYTE = 4.5
 
 
+# The default of ``registerBodyCacheBytes``: 8 brokers of 10,000 topics (1.7 MB bodies), 80 of 1,000.
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+
+
 class RegisterBodyDecoder:
     """Thread-safe (decodes of big bodies run in worker threads); remembers bodies up to about
-    ``max_bytes`` of memory (128 MiB: 17 brokers of 10,000 topics, 170 of 1,000), least recently
-    decoded first out."""
+    ``max_bytes`` of memory (``registerBodyCacheBytes``), least recently decoded first out."""
 
-    def __init__(self, max_bytes: int = 128 * 1024 * 1024) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self._known: OrderedDict[str, _Known] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.deltas = 0  # bodies decoded as a delta (diagnostics, tests)
 
-    def decode(self, raw: RawBody, member: str, now_ms: int) -> DecodedBody:
-        """Raises BodyDecodeError as :func:`decode_register_body` does."""
-        cacheable = raw.data is not None and not raw.compressed and raw.version >= Version.V3_0_11
+    def decode(self, raw: RawBody, member: str, now_ms: int, limits: BodyLimits | None = None) -> DecodedBody:
+        """Raises BodyDecodeError as :func:`decode_register_body` does (``limits`` too)."""
+        cacheable = raw.version >= Version.V3_0_11 and raw.data is not None and not _inflates(raw)
         if not cacheable:
             wrapper, filters = decode_register_body(
-                raw.data, version=raw.version, compressed=raw.compressed, now_ms=now_ms
+                raw.data, version=raw.version, compressed=raw.compressed, now_ms=now_ms, limits=limits
             )
             return DecodedBody(wrapper, filters, names_digest(wrapper.topicConfigTable))
         data = raw.data or b""
@@ -147,7 +156,7 @@ class RegisterBodyDecoder:
     def decode_delta(self, raw: RawBody, member: str, now_ms: int) -> DecodedBody | None:
         """The body as a delta against the member's previous one, if that one is laid out already:
         a few ms even for 10,000 topics, fit for the event loop. None: use :meth:`decode`."""
-        if raw.data is None or raw.compressed or raw.version < Version.V3_0_11:
+        if raw.data is None or raw.version < Version.V3_0_11 or _inflates(raw):
             return None
         with self._lock:
             known = self._known.get(member)
@@ -183,6 +192,10 @@ class RegisterBodyDecoder:
             while self._bytes > self.max_bytes and self._known:
                 _, dropped = self._known.popitem(last=False)
                 self._bytes -= _cost(dropped)
+
+
+def _inflates(raw: RawBody) -> bool:
+    return inflates(raw.data, version=raw.version, compressed=raw.compressed)
 
 
 def _cost(known: _Known) -> int:

@@ -4,15 +4,18 @@ needs it, and the topic writes split into bounded script calls (or one delta cal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from namesrv.config import Settings
+from namesrv.decode_budget import IN_THREAD_BYTES, DecodeBudget
 from namesrv.domain.codes import Version
-from namesrv.domain.errors import BadRequest
+from namesrv.domain.errors import BadRequest, TooLarge
 from namesrv.domain.model import (
     RawBody,
     RegisterBrokerRequest,
@@ -24,7 +27,13 @@ from namesrv.domain.model import (
 )
 from namesrv.protocol.body_delta import BodyDelta, DecodedBody, RegisterBodyDecoder, names_digest
 from namesrv.protocol.fastjson import dumps, quote
-from namesrv.protocol.register_body import BodyDecodeError
+from namesrv.protocol.register_body import (
+    BodyDecodeError,
+    BodyLimits,
+    BodyTooLarge,
+    compressed_decode_estimate,
+    inflates,
+)
 from namesrv.registry.route_lookups import Routes
 from namesrv.store.keyspace import live_member
 from namesrv.store.registration_args import (
@@ -44,7 +53,7 @@ log = logging.getLogger(__name__)
 MIN_TIMEOUT_MS = 1000
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
 REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
-DECODE_IN_THREAD_BYTES = 256 * 1024
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,8 @@ class BrokerRegistrar:
         settings: Callable[[], Settings],
         lookups: Routes,
         count_registration: Callable[[str], None],
+        budget: DecodeBudget,
+        count_limit: Callable[[str], None] = lambda limit: None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -75,10 +86,12 @@ class BrokerRegistrar:
         # REGISTER_BROKER outcomes (ok, refused, ignored), counted here once for every transport.
         self.count_registration = count_registration
         self.bodies_decoded = 0  # REGISTER_BROKER bodies the registry needed to read
-        self.decoder = RegisterBodyDecoder()
+        self.decoder = RegisterBodyDecoder(settings().registerBodyCacheBytes)
+        self.budget = budget  # memory of bodies being decoded, shared with the HTTP transport
+        self.count_limit = count_limit
         self._background: set[asyncio.Task[bool]] = set()
 
-    async def register(  # noqa: C901 - the registration rules in order, each a branch
+    async def register(
         self, req: RegisterBrokerRequest
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         """Returns (None, None) when refused (R7: "register broker failed").
@@ -113,30 +126,39 @@ class BrokerRegistrar:
             holder=req.holder,
             replay_before=req.replay_before,
         )
-        laid_out_by = ""  # the member whose body to lay out once this registration is answered
         if req.wrapper is not None:
             configs = req.wrapper.topicConfigTable
             decoded = DecodedBody(req.wrapper, req.filterServerList, names_digest(configs))
-        else:
-            assert req.body is not None, "a registration needs a wrapper or a body"
-            member = live_member(req.clusterName, req.brokerAddr)
-            # A body other than the last one this worker decoded for the broker is almost never
-            # the last complete registration Redis could reuse: skip asking (if it was, the full
-            # path below gives the same result after a delta decode).
-            if not self.decoder.remembers_another(member, req.body.hash):
-                header = await self.store.register_header(
-                    replace(
-                        args, body=replace(UNDECODED, prune_leftovers=s.deleteTopicWithBrokerRegistration)
-                    )
-                )
-                if header.status is not RegisterStatus.BODY_NEEDED:
-                    if header.route_changed:
-                        self.lookups.note_local_write()
-                    return self._registered(req, header)
-            self.bodies_decoded += 1
-            decoded = await self._decode(req.body, member)
-            if _big(req.body):
-                laid_out_by = member
+            return await self._register_decoded(req, args, decoded)
+        assert req.body is not None, "a registration needs a wrapper or a body"
+        member = live_member(req.clusterName, req.brokerAddr)
+        # A body other than the last one this worker decoded for the broker is almost never
+        # the last complete registration Redis could reuse: skip asking (if it was, the full
+        # path below gives the same result after a delta decode).
+        if not self.decoder.remembers_another(member, req.body.hash):
+            header = await self.store.register_header(
+                replace(args, body=replace(UNDECODED, prune_leftovers=s.deleteTopicWithBrokerRegistration))
+            )
+            if header.status is not RegisterStatus.BODY_NEEDED:
+                if header.route_changed:
+                    self.lookups.note_local_write()
+                return self._registered(req, header)
+        self.bodies_decoded += 1
+        # the decoded topics live until the registration is answered: so does their reservation
+        async with self._decoded(req.body, member) as decoded:
+            laid_out_by = member if _big(req.body) and not _inflates(req.body) else ""
+            return await self._register_decoded(req, args, decoded, laid_out_by)
+
+    async def _register_decoded(
+        self,
+        req: RegisterBrokerRequest,
+        args: RegisterBrokerArgs,
+        decoded: DecodedBody,
+        laid_out_by: str = "",
+    ) -> tuple[RegisterBrokerResult | None, Registration | None]:
+        """The registration once its content is known; ``laid_out_by``: the member whose body to
+        lay out once this registration is answered."""
+        s = self.settings()
         wrapper, filters = decoded.wrapper, decoded.filters
         for server in filters or ():
             check_addr(server, "filterServerList entry")
@@ -173,19 +195,50 @@ class BrokerRegistrar:
             self._lay_out_after_reply(laid_out_by)
         return self._registered(req, header)
 
-    async def _decode(self, body: RawBody, member: str) -> DecodedBody:
-        """The body's content; a big one is decoded in a thread, so route lookups keep being
-        answered meanwhile."""
+    @contextlib.asynccontextmanager
+    async def _decoded(self, body: RawBody, member: str) -> AsyncIterator[DecodedBody]:
+        """The body's content, with the memory its decoding holds reserved in the worker's
+        budget until the block ends. A compressed or big body is decoded in a thread, so route
+        lookups keep being answered meanwhile (a compressed one of any size: 64 KB can hold
+        megabytes of topics)."""
         now_ms = int(time.time() * 1000)
         if body.version < Version.V3_0_11:
             now_ms = await self.store.server_time_ms()  # the fresh DataVersion of an old body
+        data = body.data or b""
+        compressed = _inflates(body)
+        if _big(body) and not compressed:
+            delta = self._decode(self.decoder.decode_delta, body, member, now_ms)  # a few ms: no thread hop
+            if delta is not None:
+                yield delta  # its topics are the remembered body's, already counted as such
+                return
+        what = "the REGISTER_BROKER body"
+        if compressed:  # what a real body would hold: the decode charges what this one does
+            reservation = await self.budget.reserve(
+                min(compressed_decode_estimate(data), self.budget.capacity), what
+            )
+        else:
+            reservation = await self.budget.reserve_json(data, what)
         try:
-            if _big(body):
-                delta = self.decoder.decode_delta(body, member, now_ms)  # a few ms: no thread hop
-                if delta is not None:
-                    return delta
-                return await asyncio.to_thread(self.decoder.decode, body, member, now_ms)
-            return self.decoder.decode(body, member, now_ms)
+            limits = BodyLimits(self.settings().registerBodyMaxInflatedBytes, reservation.charge)
+            if compressed or _big(body):
+                decoded = await asyncio.to_thread(
+                    self._decode, self.decoder.decode, body, member, now_ms, limits
+                )
+            else:
+                decoded = self._decode(self.decoder.decode, body, member, now_ms, limits)
+            yield decoded
+        finally:
+            reservation.release()
+
+    def _decode(self, decode: Callable[..., _T], *args: object) -> _T:
+        """``decode(*args)``, its failures as the transports answer them."""
+        try:
+            return decode(*args)
+        except BodyTooLarge as exc:
+            self.count_limit(exc.limit)
+            raise TooLarge(
+                f"{REMOTING_EXCEPTION}: Failed to decode RegisterBrokerBody: {exc}", exc.limit
+            ) from None
         except BodyDecodeError as exc:
             raise BadRequest(f"{REMOTING_EXCEPTION}: Failed to decode RegisterBrokerBody: {exc}") from None
 
@@ -300,9 +353,13 @@ class BrokerRegistrar:
         )
 
 
+def _inflates(body: RawBody) -> bool:
+    return inflates(body.data, version=body.version, compressed=body.compressed)
+
+
 def _big(body: RawBody) -> bool:
     """Decoded in a thread, compared with the broker's previous body, laid out for the next."""
-    return body.data is not None and len(body.data) > DECODE_IN_THREAD_BYTES
+    return body.data is not None and len(body.data) > IN_THREAD_BYTES
 
 
 class QueueWrites:

@@ -16,6 +16,7 @@ from enum import Enum
 import orjson
 
 from namesrv.config import Settings
+from namesrv.decode_budget import DecodeBudget
 from namesrv.domain import routes
 from namesrv.domain.codes import FLAG_UNIT, FLAG_UNIT_SUB
 from namesrv.domain.errors import BadRequest, Disabled, TooLarge
@@ -76,7 +77,6 @@ class RegistryService:
         self.settings = settings
         # Route lookups: the worker's cache, or (by default) straight from Redis.
         self.lookups = routes or UncachedRoutes(RouteReader(store, settings).read)
-        self.registrar = BrokerRegistrar(store, settings, self.lookups, count_registration)
         # Requests refused by a size limit, by the option's name.
         self.count_limit = count_limit
         self.kv_tables = kv_tables  # 219 from memory; None: every read goes to Redis
@@ -87,6 +87,21 @@ class RegistryService:
             max_bytes=settings().healKeepMaxBytes,
             count=count_heal,
         )
+        first = settings()
+        budget = DecodeBudget(
+            first.decodeBudgetBytes, first.decodeWaitMillis / 1000, count_refusal=self._count_limit
+        )
+        self.registrar = BrokerRegistrar(
+            store, settings, self.lookups, count_registration, budget, count_limit=self._count_limit
+        )
+
+    def _count_limit(self, limit: str) -> None:
+        self.count_limit(limit)  # looked up at each call: callers may replace count_limit
+
+    @property
+    def decode_budget(self) -> DecodeBudget:
+        """Memory of request bodies being decoded, for both transports."""
+        return self.registrar.budget
 
     def _wrote(self) -> None:
         self.lookups.note_local_write()
