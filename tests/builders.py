@@ -123,9 +123,9 @@ class ManualFreshness:
     def outage(self, now: float) -> bool:
         return self.down
 
-    async def wait_in_flight(self, timeout: float) -> bool:
+    async def wait_in_flight(self, timeout: float, *, until_outage: bool = False) -> bool:
         return await self.in_flight() if self.in_flight is not None else False
 
-    async def wait_fresh(self, timeout: float) -> bool:
+    async def wait_fresh(self, timeout: float, *, until_outage: bool = False) -> bool:
         self.waits += 1
         return await self.catch_up() if self.catch_up is not None else False

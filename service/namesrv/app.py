@@ -217,6 +217,8 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         stall_s=max(staleness_s / 2, 0.05),
         on_reset_count=lambda reason: metrics.redis_resets.labels(reason).inc(),
         on_loop_lag=metrics.loop_lag.labels().observe,
+        # the poll thread's own connection, made on that thread
+        poll_client=lambda: make_client(worker.redis_url, max_connections=2),
     )
     reader = RouteReader(store, worker.current)
     lookups = route_lookups(base, reader, feed)

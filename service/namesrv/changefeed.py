@@ -25,18 +25,22 @@ What the route cache trusts (:class:`Freshness`):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from namesrv.aio import cancel_and_wait, raise_if_cancelling, within
+from namesrv.aio import within
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace
+from namesrv.store.redis_client import close_client
 from namesrv.store.script_args import FeedReply, FeedStatus, ReadChangesArgs
 from namesrv.store.script_call import CallContext
 from namesrv.store.scripts import ScriptRegistry
@@ -47,6 +51,7 @@ TICK_S = 0.01  # the event loop's own heartbeat, to tell a stalled Redis from a 
 TICK_SLACK_S = 0.025
 STALL_RTTS = 4  # a poll outstanding for this many usual round trips is a stall
 RTT_WEIGHT = 0.2
+OUTAGE_CHECK_S = 0.01  # a caller waiting for a poll checks this often whether Redis stalls
 # Between failed polls. Short, because while Redis is out the worker serves what it cached, and
 # writes that reached Redis just before it stopped commit the moment it resumes: the next poll
 # must notice within about the staleness bound. A refused connection costs next to nothing.
@@ -81,12 +86,28 @@ class Freshness(Protocol):
 
     def outage(self, now: float) -> bool: ...
 
-    async def wait_in_flight(self, timeout: float) -> bool: ...
+    async def wait_in_flight(self, timeout: float, *, until_outage: bool = False) -> bool: ...
 
-    async def wait_fresh(self, timeout: float) -> bool: ...
+    async def wait_fresh(self, timeout: float, *, until_outage: bool = False) -> bool: ...
 
 
 class ChangeFeed:
+    """Polls ``readChanges`` on a thread of its own (its own event loop, its own Redis connection)
+    and applies what it reads on the worker's event loop.
+
+    Why a thread: a poll's reply used to wait for the worker's loop to get round to it, several
+    loop iterations through redis-py's futures, each as long as the client work in it. Under load
+    the worker's knowledge then aged past the staleness bound by itself, lookups waited for
+    catch-up reads, and the waiting added load: a busy worker made itself wait. On its own thread
+    a poll is answered as fast as Redis answers (the thread needs the GIL only briefly, and gets it
+    at least every switch interval, 5 ms). A poll that found nothing new moves ``known_at`` at once
+    from the thread, whatever the worker's loop is doing; one that found entries hands them to the
+    loop and the thread waits until the listeners have applied them, so ``known_at`` never claims
+    more than the caches hold.
+
+    ``poll_client`` makes the thread's Redis client (called on the thread); by default it is a
+    copy of the scripts' client's connection settings."""
+
     def __init__(
         self,
         scripts: ScriptRegistry,
@@ -98,6 +119,7 @@ class ChangeFeed:
         stall_s: float,
         on_reset_count: Callable[[str], None] = lambda reason: None,
         on_loop_lag: Callable[[float], None] = lambda seconds: None,
+        poll_client: Callable[[], Redis] | None = None,
     ) -> None:
         self.scripts = scripts
         self.k = keyspace
@@ -110,21 +132,28 @@ class ChangeFeed:
         self.listeners: list[FeedListener] = []
         self._count_reset = on_reset_count
         self._observe_lag = on_loop_lag  # how late each tick ran (namesrv_event_loop_lag_seconds)
+        self._poll_client = poll_client or _copy_of(scripts.redis)
         self.instance = ""  # the registry data set this worker learned from
         self.last_id = ""  # last entry applied; '' until the first poll
+        # Written by the poll thread, read by the loop: single attribute writes are atomic.
         self._known_at: float | None = None
         self._poll_issued: float | None = None
-        self._tick = 0.0
+        self._tick = 0.0  # the worker's loop's last tick (its lag metric)
+        self._poll_tick = 0.0  # the poll thread's loop's last tick (is the thread itself late?)
         self._rtt = 0.0  # moving average of successful polls' round trips
         self._last_rtt = 0.0
-        self._task: asyncio.Task[None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
-        # Resolved (True: applied, False: the read failed) by the first read issued after it was
-        # created: see wait_fresh.
-        self._wanted: asyncio.Future[bool] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the worker's loop
+        self._thread: threading.Thread | None = None
+        self._poll_loop: asyncio.AbstractEventLoop | None = None
+        self._kick: asyncio.Event | None = None  # on the poll thread's loop: poll now
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()  # guards the waiter lists shared with the thread
+        # Resolved (True: applied, False: the read failed) by the first poll issued after they
+        # were added: see wait_fresh.
+        self._wanted: list[asyncio.Future[bool]] = []
         # Resolved when the poll in flight ends (True: it was applied): see wait_in_flight.
         self._in_flight: asyncio.Future[bool] | None = None
-        self._kick = asyncio.Event()
 
     # ---- what caches trust ----
     @property
@@ -147,144 +176,256 @@ class ChangeFeed:
         if issued is None:
             return False
         if now - issued >= self.timeout_s:
-            # No answer within the deadline: a stall, whatever else was answered or however late
-            # this worker's loop runs (the poll is about to be given up). Without this, a lookup
-            # whose catch-up read timed out could go on to wait a second deadline for its own.
+            # No answer within the deadline: a stall, whatever else was answered (the poll is
+            # about to be given up). Without this, a lookup whose catch-up read timed out could go
+            # on to wait a second deadline for its own.
             return True
         # A poll is "stalled" past stall_s, or past a few of the recent round trips when Redis is
-        # far away (a slow link is not an outage: lookups then wait for a read instead).
+        # far away (a slow link is not an outage: lookups then wait for a read instead). The poll
+        # thread's own loop must have run on time meanwhile (a process starved of CPU is not a
+        # Redis stall); the worker's loop being late says nothing about Redis any more.
         limit = max(self.stall_s, STALL_RTTS * max(self._rtt, self._last_rtt))
-        if now - issued <= limit or now - self._tick > TICK_SLACK_S:
+        if now - issued <= limit or now - self._poll_tick > TICK_SLACK_S:
             return False
         # Another call sent after this poll got its reply: Redis answers, only slowly (a busy
         # machine), and may be committing writes (this worker's own, say) that memory does not
         # show yet. Not an outage: lookups wait for the poll, as the staleness bound wants.
         return self.health.answered_sent_at <= issued
 
-    async def wait_in_flight(self, timeout: float) -> bool:
+    async def wait_in_flight(self, timeout: float, *, until_outage: bool = False) -> bool:
         """Wait for the poll now in flight to end: True once it has been applied (``known_at`` is
         then its issue time), False at once when no poll is in flight, or when it failed or took
         longer than ``timeout``.
 
-        A worker whose knowledge just crossed the bound usually has a poll on its way (one that
-        its loop, late or busy, has not read the reply of yet): that poll may bring its knowledge
-        back within the bound, for the cost of reading a reply that is already there, where a
-        read of its own (:meth:`wait_fresh`) is issued only after it."""
+        A worker whose knowledge just crossed the bound usually has a poll on its way: that poll
+        may bring its knowledge back within the bound, where a read of its own
+        (:meth:`wait_fresh`) is issued only after it. ``until_outage``: give up (False) as soon as
+        the poll looks stalled, for a caller that then serves from memory."""
         if self._poll_issued is None:
             return False
-        if self._in_flight is None:
-            self._in_flight = asyncio.get_running_loop().create_future()
-        ending = self._in_flight
-        done, _ = await asyncio.wait({ending}, timeout=timeout)
-        return bool(done) and ending.result()
+        with self._lock:
+            if self._in_flight is None:
+                self._in_flight = asyncio.get_running_loop().create_future()
+            ending = self._in_flight
+        return await self._wait(ending, timeout, until_outage)
 
-    async def wait_fresh(self, timeout: float) -> bool:
+    async def wait_fresh(self, timeout: float, *, until_outage: bool = False) -> bool:
         """Read the stream now (not at the next poll) and wait until everything committed before
         this call has been applied. False when that read failed, Redis is out, or it took longer
         than ``timeout``.
 
         Many callers share one read: this is how a worker whose feed fell behind the staleness
         bound catches up, instead of sending every waiting lookup to Redis on its own."""
-        if self._task is None or self._task.done():
+        if self._thread is None or not self._thread.is_alive():
             return False
-        if self._wanted is None:
-            self._wanted = asyncio.get_running_loop().create_future()
-            self._kick.set()
-        wanted = self._wanted
-        done, _ = await asyncio.wait({wanted}, timeout=timeout)
-        return bool(done) and wanted.result()
+        wanted = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._wanted.append(wanted)
+        self._wake_poller()
+        return await self._wait(wanted, timeout, until_outage)
+
+    async def _wait(self, waiter: asyncio.Future[bool], timeout: float, until_outage: bool) -> bool:
+        """``waiter``'s result, or False once ``timeout`` passed or (``until_outage``) an outage
+        began meanwhile: a caller that serves from memory in an outage must not wait out a stalled
+        poll's deadline first."""
+        if not until_outage:
+            done, _ = await asyncio.wait({waiter}, timeout=timeout)
+            return bool(done) and waiter.result()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            done, _ = await asyncio.wait({waiter}, timeout=min(remaining, OUTAGE_CHECK_S))
+            if done:
+                return waiter.result()
+            if self.outage(time.monotonic()):
+                return False
 
     # ---- life cycle ----
     def subscribe(self, listener: FeedListener) -> None:
         self.listeners.append(listener)
 
     async def start(self) -> None:
-        self._tick = time.monotonic()
-        self._ticker = asyncio.get_running_loop().call_later(TICK_S, self._beat)
-        self._task = asyncio.create_task(self._run(), name="changefeed")
+        self._loop = asyncio.get_running_loop()
+        self._tick = self._poll_tick = time.monotonic()
+        self._ticker = self._loop.call_later(TICK_S, self._beat)
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._thread_main, name="namesrv-changefeed", daemon=True)
+        self._thread.start()
 
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
-        if self._task:
-            await cancel_and_wait(self._task)
+        thread = self._thread
+        if thread is None:
+            return
+        self._stopping.set()
+        self._wake_poller()
+        # Joined from another thread: the poll thread may be handing entries to this loop, which
+        # must keep turning while it ends.
+        await asyncio.to_thread(thread.join)
+        self._thread = None
+        with self._lock:
+            owed, self._wanted = self._wanted, []
+        _settle(owed, False)
+        self._settle_in_flight(False)
 
     def _beat(self) -> None:
         now = time.monotonic()
         self._observe_lag(max(0.0, now - self._tick - TICK_S))
         self._tick = now
-        self._ticker = asyncio.get_running_loop().call_later(TICK_S, self._beat)
+        if self._loop is not None:
+            self._ticker = self._loop.call_later(TICK_S, self._beat)
 
-    # ---- the loop ----
-    async def _run(self) -> None:
-        owed: list[asyncio.Future[bool]] = []  # wait_fresh callers this read (or the next) answers
+    # ---- the poll thread ----
+    def _thread_main(self) -> None:
+        loop = _new_loop()
+        asyncio.set_event_loop(loop)
+        self._poll_loop = loop
+        try:
+            loop.run_until_complete(self._poll_forever())
+        finally:
+            self._poll_loop = None
+            loop.close()
+
+    def _wake_poller(self) -> None:
+        loop, kick = self._poll_loop, self._kick
+        if loop is not None and kick is not None:
+            with contextlib.suppress(RuntimeError):  # the thread's loop closed meanwhile
+                loop.call_soon_threadsafe(kick.set)
+
+    def _to_loop(self, callback: Callable[..., object], *args: object) -> None:
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # the worker's loop is closing: nobody waits
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    def _poll_beat(self) -> None:
+        self._poll_tick = time.monotonic()
+        if not self._stopping.is_set() and self._poll_loop is not None:
+            self._poll_loop.call_later(TICK_S, self._poll_beat)
+
+    async def _poll_forever(self) -> None:
+        self._kick = asyncio.Event()
+        self._poll_beat()
+        client = self._poll_client()
+        scripts = ScriptRegistry(
+            client, {n: s for n, s in self.scripts.scripts.items() if n == "readChanges"}
+        )
         retry = RETRY_MIN_S
-        while True:
-            raise_if_cancelling()
-            # time.monotonic, not loop.time(): uvloop's loop time is cached per iteration.
-            issued = time.monotonic()
-            if self._wanted is not None:
-                owed.append(self._wanted)
-                self._wanted = None
-            self._poll_issued = issued
-            try:
+        try:
+            while not self._stopping.is_set():
+                issued = time.monotonic()
+                with self._lock:
+                    owed, self._wanted = self._wanted, []
+                self._poll_issued = issued
                 poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH)
-                reply = await within(self.timeout_s, self._read(poll))
-            except asyncio.CancelledError:
+                try:
+                    reply = await within(self.timeout_s, self._read(scripts, poll))
+                except (RedisError, OSError, TimeoutError) as exc:
+                    self._poll_issued = None
+                    self._to_loop(self._poll_failed, exc, owed)
+                    await self._pause(retry)
+                    retry = min(retry * 2, RETRY_MAX_S)
+                    continue
                 self._poll_issued = None
-                self._settle_in_flight(False)
-                _settle(owed, False)
-                raise
-            except (RedisError, OSError, TimeoutError) as exc:
-                self._poll_issued = None
-                self._settle_in_flight(False)
-                _settle(owed, False)
-                self._went_down(exc)
-                await asyncio.sleep(retry)
-                retry = min(retry * 2, RETRY_MAX_S)
-                continue
-            self._poll_issued = None
-            # The last round trip counts at once, so a link that just got slower stops looking
-            # like a stall after one poll; the average keeps one fast poll from undoing that.
-            self._last_rtt = time.monotonic() - issued
-            self._rtt += (self._last_rtt - self._rtt) * RTT_WEIGHT
-            retry = RETRY_MIN_S
-            try:
-                received = await self._apply(reply)
-            except Exception:
-                # A listener failed: what it holds may be wrong, so it starts over.
-                log.exception("change feed listener failed; starting over")
-                self._settle_in_flight(False)
-                _settle(owed, False)
-                await self._reset(LISTENER_ERROR)
-                continue
-            if received < BATCH:  # caught up: everything committed before `issued` is applied
-                self._known_at = issued
+                # The last round trip counts at once, so a link that just got slower stops looking
+                # like a stall after one poll; the average keeps one fast poll from undoing that.
+                self._last_rtt = time.monotonic() - issued
+                self._rtt += (self._last_rtt - self._rtt) * RTT_WEIGHT
+                self.health.note_answer(issued)
+                retry = RETRY_MIN_S
+                if self._nothing_new(reply):
+                    # Nothing to apply: knowledge moves on here, whatever the worker's loop is doing.
+                    self._known_at = issued
+                    ending = self._end_in_flight()
+                    self._to_loop(_settle_all, owed, ending, True)
+                    received = 0
+                else:
+                    assert self._loop is not None
+                    handed = asyncio.run_coroutine_threadsafe(
+                        self._apply_on_loop(reply, issued, owed), self._loop
+                    )
+                    try:
+                        received = await asyncio.wrap_future(handed)
+                    except RuntimeError:  # the worker's loop is closing
+                        return
+                if received < BATCH:
+                    # Polls start poll_interval apart, not poll_interval after the last one ended:
+                    # what a worker knows is as old as the time from one poll's issue to the next
+                    # one's reply.
+                    await self._pause(self.poll_interval - (time.monotonic() - issued))
+        finally:
+            await close_client(client)
+
+    def _nothing_new(self, reply: FeedReply) -> bool:
+        return (
+            reply.status is FeedStatus.ENTRIES
+            and not reply.entries
+            and reply.instance == self.instance
+            and bool(self.last_id)
+            and self.health.reachable
+        )
+
+    def _end_in_flight(self) -> asyncio.Future[bool] | None:
+        with self._lock:
+            ending, self._in_flight = self._in_flight, None
+        return ending
+
+    async def _read(self, scripts: ScriptRegistry, poll: ReadChangesArgs) -> FeedReply:
+        """One poll. A connection Redis closed while it was idle (a Redis restart or failover a
+        moment ago, a server-side timeout) fails on first use: that says nothing about Redis now,
+        so the poll is sent once more, on a fresh connection, before Redis counts as down."""
+        try:
+            return await scripts.run(poll, self.ctx)
+        except RedisConnectionError:
+            return await scripts.run(poll, self.ctx)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep between polls (on the poll thread), cut short by wait_fresh and stop."""
+        kick = self._kick
+        assert kick is not None
+        with self._lock:
+            wanted = bool(self._wanted)
+        if wanted or seconds <= 0 or self._stopping.is_set():
+            return
+        kick.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(kick.wait(), seconds)
+
+    # ---- on the worker's loop ----
+    def _poll_failed(self, exc: BaseException, owed: list[asyncio.Future[bool]]) -> None:
+        self._settle_in_flight(False)
+        _settle(owed, False)
+        self._went_down(exc)
+
+    async def _apply_on_loop(self, reply: FeedReply, issued: float, owed: list[asyncio.Future[bool]]) -> int:
+        """Apply a poll's reply for the listeners; returns how many entries it held."""
+        try:
+            received = await self._apply(reply)
+        except Exception:
+            # A listener failed: what it holds may be wrong, so it starts over.
+            log.exception("change feed listener failed; starting over")
+            self._settle_in_flight(False)
+            _settle(owed, False)
+            await self._reset(LISTENER_ERROR)
+            return 0
+        if received < BATCH:  # caught up: everything committed before `issued` is applied
+            self._known_at = issued
+            self._settle_in_flight(True)
+            _settle(owed, True)
+        else:
             # Waiters on this poll look at known_at themselves: a full batch leaves it as it was.
             self._settle_in_flight(True)
-            if received < BATCH:
-                _settle(owed, True)
-                # Polls start poll_interval apart, not poll_interval after the last one ended: what
-                # a worker knows is as old as the time from one poll's issue to the next one's
-                # reply, and on a busy loop (or a slow link) each reply comes late. Resting a full
-                # interval after it made a loaded worker's knowledge cross the staleness bound
-                # every few polls, and every lookup then waited for a catch-up read.
-                await self._pause(self.poll_interval - (time.monotonic() - issued))
+            with self._lock:  # owed waiters wait for the poll that reaches the end
+                self._wanted[:0] = owed
+        return received
 
     def _settle_in_flight(self, applied: bool) -> None:
-        ending, self._in_flight = self._in_flight, None
+        ending = self._end_in_flight()
         if ending is not None and not ending.done():
             ending.set_result(applied)
-
-    async def _read(self, poll: ReadChangesArgs) -> FeedReply:
-        """One poll. A connection Redis closed while it was idle in the pool (a Redis restart or
-        failover a moment ago, a server-side timeout) fails on first use: that says nothing about
-        Redis now, so the poll is sent once more, on a fresh connection, before Redis counts as
-        down (which would fail every lookup that needs Redis until the next poll)."""
-        try:
-            return await self.scripts.run(poll, self.ctx)
-        except RedisConnectionError:
-            return await self.scripts.run(poll, self.ctx)
 
     async def _apply(self, reply: FeedReply) -> int:
         instance, status, last_id, entries = reply
@@ -334,17 +475,6 @@ class ChangeFeed:
                 RETRY_MAX_S,
             )
 
-    async def _pause(self, seconds: float) -> None:
-        """Sleep between polls, cut short by wait_fresh."""
-        if self._wanted is not None or seconds <= 0:
-            return
-        self._kick.clear()
-        handle = asyncio.get_running_loop().call_later(seconds, self._kick.set)
-        try:
-            await self._kick.wait()
-        finally:
-            handle.cancel()
-
 
 def _describe(exc: BaseException, timeout_s: float) -> str:
     if isinstance(exc, TimeoutError) and not str(exc):
@@ -357,3 +487,31 @@ def _settle(waiters: list[asyncio.Future[bool]], applied: bool) -> None:
         if not waiter.done():
             waiter.set_result(applied)
     waiters.clear()
+
+
+def _settle_all(
+    waiters: list[asyncio.Future[bool]], ending: asyncio.Future[bool] | None, applied: bool
+) -> None:
+    _settle(waiters, applied)
+    if ending is not None and not ending.done():
+        ending.set_result(applied)
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def _copy_of(redis: Redis) -> Callable[[], Redis]:
+    """A factory of a client with ``redis``'s connection settings, for another thread's loop."""
+
+    def make() -> Redis:
+        pool = redis.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        copy = type(pool)(connection_class=pool.connection_class, max_connections=2, **kwargs)
+        return Redis.from_pool(copy)  # closes its pool with it
+
+    return make

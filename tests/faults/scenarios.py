@@ -24,6 +24,7 @@ from tests.faults.harness import (
     COLD_TOPICS,
     HOT_TOPICS,
     LOOKUP_TIMEOUT,
+    STALENESS_BOUND,
     TRUTH_EVERY,
     Brokers,
     Fleet,
@@ -444,6 +445,24 @@ async def phase_redis_restart(rig: Rig, *, empty: bool) -> Figures:
         ]
         figs.extra["old_routes_served"] = sum(1 for s in empty_window if s.digest not in (None, ABSENT))
         figs.agree_s = round(max((s.replied for s in empty_window), default=t_recover) - t_recover, 2)
+        # The fleet heals Redis from the registrations its workers kept (the brokers held off):
+        # when the truth shows every hot topic again, and what clients were told before that.
+        healed_at = next(
+            (
+                s.start
+                for s in rig.f.truth.samples
+                if s.start >= t_recover and all(s.routes.get(t) not in (None, ABSENT) for t in HOT_TOPICS)
+            ),
+            None,
+        )
+        figs.extra["healed_s"] = None if healed_at is None else round(healed_at - t_recover, 2)
+        served = [s for s in rig.f.driver.all_samples() if t_recover <= s.sent < t_brokers]
+        figs.extra["not_exist_answers"] = sum(1 for s in served if s.digest == ABSENT)
+        figs.extra["stale_after_heal"] = sum(
+            1
+            for s in served
+            if healed_at is not None and s.sent > healed_at + STALENESS_BOUND and is_stale(s, rig.f.truth)
+        )
         figs.extra["agree_after_brokers_back_s"] = round(
             max(
                 (

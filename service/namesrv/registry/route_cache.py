@@ -177,11 +177,11 @@ class RouteCache:
         """True once memory may answer a lookup that arrived before this call: the poll in flight
         brought knowledge back within the bound, or a read issued after this call was applied."""
         deadline = self.clock() + self.catch_up_s
-        if await self.freshness.wait_in_flight(self.catch_up_s) and self.fresh():
+        if await self.freshness.wait_in_flight(self.catch_up_s, until_outage=True) and self.fresh():
             self.catch_ups["in_flight"] += 1
             return True
         remaining = deadline - self.clock()
-        applied = remaining > 0 and await self.freshness.wait_fresh(remaining)
+        applied = remaining > 0 and await self.freshness.wait_fresh(remaining, until_outage=True)
         self.catch_ups["read" if applied else "failed"] += 1
         return applied
 
