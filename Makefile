@@ -90,7 +90,7 @@ bench-smoke: install  ## The benchmark at tiny sizes (~40 s): checks the harness
 # ABUSE_ARGS passes flags through, e.g. make abuse ABUSE_ARGS="--seconds 10 --scenarios baseline,kv-flood"
 ABUSE_ARGS ?=
 
-abuse: install  ## Every attack of issue #25 against a real fleet beside legitimate traffic: one Markdown table (~7 min)
+abuse: install  ## Every attack of issue #25 against a real fleet beside legitimate traffic: one Markdown table (~5 min)
 	$(BIN)/python -m bench.abuse $(ABUSE_ARGS)
 
 bench-pipeline: install  ## Route-history pipeline: 10M synthetic events end to end on local[2], and partition scaling

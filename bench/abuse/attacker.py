@@ -32,6 +32,11 @@ def raise_fd_limit() -> int:
     return hard
 
 
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def emit(event: dict[str, Any]) -> None:
     sys.stdout.write(orjson.dumps(event).decode() + "\n")
     sys.stdout.flush()
@@ -41,6 +46,7 @@ async def attack(plan: Plan) -> dict[str, Any]:
     a = Attack(plan)
     loops = await ATTACKS[plan.scenario](a)
     started = time.monotonic()
+    cpu_before = cpu_seconds()
     a.until = started + plan.seconds
     tasks = [asyncio.ensure_future(loop) for loop in loops]
     emit({"event": "start", "loops": len(tasks)})
@@ -60,6 +66,7 @@ async def attack(plan: Plan) -> dict[str, Any]:
     return {
         "event": "done",
         "seconds": round(time.monotonic() - started, 2),
+        "cpu_seconds": round(cpu_seconds() - cpu_before, 3),
         "tally": dict(sorted(a.tally.items())),
         "notes": a.notes | ({"held at end": held_at_end} if plan.scenario == "idle-connections" else {}),
         "loops": len(tasks),

@@ -28,7 +28,6 @@ from namesrv.sim.client import RemotingClient, RemotingClientError
 LOOKUP_TIMEOUT = 3.0  # s: a RocketMQ client's default timeout for a route lookup
 REGISTER_TIMEOUT = 6.0  # s: a broker's registerBroker timeout
 CONNECT_TIMEOUT = 2.0
-HTTP_CONNECTIONS = 4  # per HTTP lookup loop
 CLUSTER = "LegitCluster"
 BUMP_EVERY = 5  # every 5th registration carries a new DataVersion: a real write, not a no-op
 
@@ -108,6 +107,7 @@ class Traffic:
     _in_flight: set[asyncio.Task[Request]] = field(default_factory=set)
     _connections: list[Connection] = field(default_factory=list)
     _finished: asyncio.Event = field(default_factory=asyncio.Event)  # set as each request ends
+    skipped: list[tuple[float, int]] = field(default_factory=list)  # (when, ticks) not run in time
 
     @property
     def broker_refs(self) -> tuple[BrokerRef, ...]:
@@ -161,13 +161,16 @@ class Traffic:
     def failures(self, since: float) -> dict[str, int]:
         return dict(Counter(f"{r.kind} {r.outcome}" for r in self.records if r.sent >= since and not r.ok))
 
-    def summary(self, start: float, end: float) -> dict[str, dict[str, Any]]:
-        """Per kind of request, over those *sent* in [start, end]."""
+    def summary(self, start: float, end: float) -> dict[str, Any]:
+        """Per kind of request, over those *sent* in [start, end]; and the lookups this process
+        should have sent then but could not (it was not given the CPU in time)."""
         inside = [r for r in self.records if start <= r.sent <= end]
-        return {
+        out: dict[str, Any] = {
             kind: summarize([r for r in inside if r.kind == kind])
             for kind in ("remoting", "http", "register")
         }
+        out["client_skipped_ticks"] = sum(n for at, n in self.skipped if start <= at <= end)
+        return out
 
     # ---- requests ----
     def _remoting(self, worker: int) -> str:
@@ -199,14 +202,16 @@ class Traffic:
         self.records.append(Request(kind, worker, now(), 0.0, outcome))
 
     async def _ticks(self, interval: float) -> AsyncIterator[None]:
-        """Yield every ``interval`` s. A tick this process itself could not run in time (the
-        machine busy) is skipped, not sent late in a burst."""
+        """Yield every ``interval`` s. Ticks this process itself could not run in time (the
+        machine busy) are skipped, not sent late in a burst, and counted in ``skipped``: a
+        client that was not run cannot say how the server did."""
         next_at = now()
         while True:
             yield
             next_at += interval
             delay = next_at - now()
             if delay < -interval:
+                self.skipped.append((next_at, int(-delay / interval)))
                 next_at = now()
             await asyncio.sleep(max(0.0, delay))
 
@@ -247,11 +252,10 @@ class Traffic:
     async def _http_lookups(self, worker: int, offset: int) -> None:
         base = self.workers[worker].url
         n = offset
-        # a few connections, as a client's pool: requests due while they are all busy wait for
-        # one, and that wait counts in their 3 s
-        connector = aiohttp.TCPConnector(limit=HTTP_CONNECTIONS)
+        # aiohttp's default pool (up to 100 keep-alive connections): a request waiting for a
+        # connection would be the client's delay, not the worker's
         timeout = aiohttp.ClientTimeout(total=LOOKUP_TIMEOUT)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        async with aiohttp.ClientSession(timeout=timeout) as session:
             async for _ in self._ticks(self.cfg.interval):
                 topic = self.topics[n % len(self.topics)]
                 n += self.cfg.http_loops

@@ -70,6 +70,15 @@ def _attacker(row: dict[str, Any]) -> str:
     return ", ".join(shown).replace("|", "/") or "nothing"
 
 
+def _cores(row: dict[str, Any]) -> str:
+    cores = row["cores"]
+    # the legitimate client and Redis are "others" here too; the JSON has each on its own
+    others = cores["other"] + cores["redis"] + cores["client"]
+    text = f"{cores['workers']:.2f} · {cores['attacker']:.2f} · {others:.2f}"
+    skipped = row["legit"]["client_skipped_ticks"]
+    return text + (f" (client late: {skipped:,} sends skipped)" if skipped else "")
+
+
 def table_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     out = []
     for row in sorted(rows, key=lambda r: NAMES.index(r["scenario"])):
@@ -87,6 +96,7 @@ def table_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
                 _rss(row),
                 f"{row['redis']['after'] / (1 << 20):.1f} MiB",
                 f"{sum(lines.values()):,} ({' + '.join(str(n) for n in lines.values())})",
+                _cores(row),
                 _attacker(row),
                 "PASS" if not why else "MISS: " + "; ".join(why),
             ]
@@ -103,6 +113,7 @@ HEADERS = (
     "worker RSS MiB: baseline / peak / after",
     "Redis used_memory after",
     "log lines (w0 + w1)",
+    "cores: workers · attacker · others",
     "what the attacker got",
     "result",
 )

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,11 @@ class Live:
         await self.fleet.stop()
 
 
-async def run_attacker(plan: Plan, log_dir: Path) -> tuple[float, float, dict[str, Any]]:
+async def run_attacker(
+    plan: Plan, log_dir: Path, on_start: Callable[[], None]
+) -> tuple[float, float, dict[str, Any]]:
     """Start the attacker process, and return (window start, window end, its report): from its
-    'start' line to its exit, when every one of its connections is closed."""
+    'start' line (then ``on_start()``) to its exit, when every one of its connections is closed."""
     stderr = (log_dir / f"attacker-{plan.scenario}.log").open("wb")
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -100,6 +103,7 @@ async def run_attacker(plan: Plan, log_dir: Path) -> tuple[float, float, dict[st
         if not line:
             raise RuntimeError(f"the attacker exited before starting (status {await proc.wait()})")
         start = time.monotonic()
+        on_start()
         line = await asyncio.wait_for(proc.stdout.readline(), plan.seconds + ATTACKER_STOP_GRACE)
         await asyncio.wait_for(proc.wait(), ATTACKER_STOP_GRACE)
         end = time.monotonic()
@@ -135,8 +139,10 @@ async def run_scenario(sc: Scenario, live: Live, cfg: AbuseConfig) -> dict[str, 
     redis_before = await used_memory(fleet.redis)
     logs = LogMark(fleet.log_paths)
     watch = MemoryWatch(fleet.pids)
+    meter = procs.CpuMeter({"workers": fleet.pids, "redis": [fleet.redis_proc.pid], "client": [os.getpid()]})
     if sc.name == BASELINE:
         start = time.monotonic()
+        meter.start()
         await asyncio.sleep(cfg.seconds)
         end = time.monotonic()
         attacker: dict[str, Any] = {}
@@ -150,7 +156,13 @@ async def run_scenario(sc: Scenario, live: Live, cfg: AbuseConfig) -> dict[str, 
             account=APP_ACCOUNT if sc.fleet == "acl" else None,
             brokers=traffic.broker_refs,
         )
-        start, end, attacker = await run_attacker(plan, fleet.log_dir)
+        start, end, attacker = await run_attacker(plan, fleet.log_dir, meter.start)
+    try:
+        cores = procs.with_other(meter.stop())
+    except OSError:  # a worker died within the window (its health says so)
+        cores = dict.fromkeys(("workers", "redis", "client", "other"), math.nan)
+    cores["attacker"] = attacker.get("cpu_seconds", 0.0) / max(end - start, 1e-9)
+    cores["other"] = max(0.0, cores["other"] - cores["attacker"])  # the rest of the machine
     await asyncio.sleep(cfg.settle)
     after = [rss_kib(pid) for pid in fleet.pids]
     peaks = await watch.stop()
@@ -174,6 +186,8 @@ async def run_scenario(sc: Scenario, live: Live, cfg: AbuseConfig) -> dict[str, 
         "log_sample": sample,
         "attacker": attacker,
         "health": await fleet.health(),
+        # cores used in the window (1.0 = one core busy): "other" is the rest of the machine
+        "cores": {k: round(v, 2) for k, v in cores.items()},
     }
     row["why"] = judge(row)
     return row
