@@ -13,7 +13,7 @@ EXTRAS ?= embedded,pipeline
 GROUPS ?= dev
 RUN_EXTRAS ?= embedded
 
-.PHONY: help install install-run run test test-unit lint format config clean bench bench-smoke bench-pipeline lock image image-test  ## (targets)
+.PHONY: help install install-run run test test-unit lint format config clean bench bench-smoke bench-pipeline abuse lock image image-test  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -86,6 +86,12 @@ bench: install  ## Benchmark the fleet against its targets: one table (+ JSON in
 
 bench-smoke: install  ## The benchmark at tiny sizes (~40 s): checks the harness works, numbers mean nothing
 	$(BIN)/python -m bench --smoke $(BENCH_ARGS)
+
+# ABUSE_ARGS passes flags through, e.g. make abuse ABUSE_ARGS="--seconds 10 --scenarios baseline,kv-flood"
+ABUSE_ARGS ?=
+
+abuse: install  ## Every attack of issue #25 against a real fleet beside legitimate traffic: one Markdown table (~5 min)
+	$(BIN)/python -m bench.abuse $(ABUSE_ARGS)
 
 bench-pipeline: install  ## Route-history pipeline: 10M synthetic events end to end on local[2], and partition scaling
 	$(BIN)/python bench/pipeline_bench.py $(PIPELINE_BENCH_ARGS)

@@ -48,7 +48,7 @@ def progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _git() -> str:
+def git_revision() -> str:
     try:
         root = Path(__file__).resolve().parents[1]
         head = subprocess.run(
@@ -107,7 +107,7 @@ async def machine_facts(cfg: BenchConfig) -> dict[str, Any]:
     return {
         "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "argv": sys.argv[1:],
-        "git": _git(),
+        "git": git_revision(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)),
         "cpu_model": procs.cpu_model(),
