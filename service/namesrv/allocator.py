@@ -19,9 +19,13 @@ Elsewhere (musl, macOS) these are no-ops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
+import gc
 import logging
+import os
 import platform
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -85,3 +89,46 @@ def trim_soon() -> None:
         future.add_done_callback(_pending.discard)
 
     _pending.add(loop.call_later(TRIM_DELAY_S, start))
+
+
+# ---- memory held by reference cycles ----
+GUARD_EVERY_S = 1.0
+GUARD_GROWTH_BYTES = 64 * 1024 * 1024
+
+
+def rss_bytes() -> int:
+    """The process' resident memory now (Linux), 0 where /proc is not there."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except OSError:
+        return 0
+
+
+_PAGE = 4096
+with contextlib.suppress(ValueError, OSError, AttributeError):
+    _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+async def guard_memory(collected: Callable[[int], None] = lambda freed: None) -> None:
+    """Collect reference cycles when the worker's memory grew by ``GUARD_GROWTH_BYTES`` since the
+    last collection, then give the freed memory back.
+
+    A worker runs with a frozen heap and high GC thresholds (full collections stall the event
+    loop), so garbage in cycles can wait long for one: a request that a library refuses with an
+    exception holding its input (aiohttp's HTTP parser, a 10 MB request line: 13-16 MB each) kept
+    hundreds of MB until then. Checked every second; a collection runs only after such growth,
+    and the new level counts from there, so steady memory (caches filling) costs one more each
+    64 MiB at most."""
+    floor = rss_bytes()
+    while True:
+        await asyncio.sleep(GUARD_EVERY_S)
+        now = rss_bytes()
+        if now - floor < GUARD_GROWTH_BYTES:
+            floor = min(floor, now)
+            continue
+        gc.collect()
+        trim()
+        after = rss_bytes()
+        collected(max(0, now - after))
+        floor = after

@@ -79,6 +79,7 @@ async def serve(
         gc.collect()
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
+        guarding = asyncio.create_task(allocator.guard_memory(), name="memory-guard")
         remoting = app[REMOTING].port
         log.info(
             "namesrv-fleet worker %s listening: remoting on %s:%d, HTTP on %s:%d; ready once Redis "
@@ -92,6 +93,7 @@ async def serve(
         announcing = asyncio.create_task(announce_when_ready(app, f"{settings.listenHost}:{remoting}"))
         await stop.wait()
         await cancel_and_wait(announcing)
+        await cancel_and_wait(guarding)
         if app[WORKER].fatal is None:
             log.info("shutdown requested: draining (readiness is now false)")
         begin_drain(app)

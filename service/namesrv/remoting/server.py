@@ -129,7 +129,8 @@ class RemotingConnection(asyncio.Protocol):
         try:
             commands = self.decoder.feed(data)
         except FrameError as exc:
-            log.warning("closing remoting connection %s: %s", self.state.peer, exc)
+            # a flood of garbage connections must not become a flood of log lines
+            self.server.bad_frame_log.warning("closing remoting connection %s: %s", self.state.peer, exc)
             for cmd in exc.commands:
                 self.start(cmd)
             self.close()
@@ -359,6 +360,7 @@ class RemotingServer:
         self._server: asyncio.AbstractServer | None = None
         self._idle_task: asyncio.Task[None] | None = None
         self.first_frame_log = RateLimitedLog(log)
+        self.bad_frame_log = RateLimitedLog(log)
         self._emptied = asyncio.Event()
         self._connections_made = itertools.count(1)
 
