@@ -7,6 +7,7 @@ workers' kept registrations alone, and no lookup of a topic that existed says TO
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator
@@ -147,3 +148,56 @@ async def _registers(broker: SimBroker) -> bool:
 async def _done(keeper: Any) -> bool:
     await asyncio.sleep(0)
     return not keeper.healing and bool(keeper.last_heal)
+
+
+async def test_a_failover_to_a_replica_that_missed_writes_is_healed(settings: Settings) -> None:
+    """#27: Sentinel promotes a replica that did not receive the last registration (its link to
+    the master was cut); the fleet replays it, without the broker registering again."""
+    import redis as sync_redis
+
+    from tests.faults.proxy import ProxyThread
+    from tests.redis_topologies import sentinel_setup
+
+    proxies: list[ProxyThread] = []
+
+    def cut_later(master: int) -> int:
+        proxies.append(ProxyThread("127.0.0.1", master))
+        return proxies[0].port
+
+    with sentinel_setup(link=cut_later) as (url, master, replica, sentinel_port):
+        app = await start_client(dataclasses.replace(settings, redisUrl=url))
+        try:
+            addr = f"127.0.0.1:{app.app[REMOTING].port}"
+            conn = await RemotingClient.connect(addr)
+            lookups = await RemotingClient.connect(addr)
+            await broker(conn, "broker-a", 10911).register()
+            old = sync_redis.Redis(port=master)
+            assert old.execute_command("WAIT", 1, 10_000) == 1  # the replica has broker-a
+            proxies[0].blackhole(True)  # from now on the replica misses every write
+            await broker(conn, "broker-b", 10921).register()
+            assert await codes(lookups, ["Tb-0"]) == [0]  # cached, from the master that has it
+            with contextlib.suppress(sync_redis.ConnectionError):  # it closes the connection
+                old.execute_command("SHUTDOWN", "NOSAVE")  # the master dies with broker-b
+            seen: list[int] = []
+
+            async def healed() -> bool:
+                answers = await codes(lookups, ["Ta-0", "Tb-0", "Tb-199"])
+                seen.extend(answers)
+                return answers == [0, 0, 0]
+
+            await eventually(healed, timeout=60, what="the promoted replica healed")
+            assert 17 not in seen
+            promoted = sync_redis.Redis(port=replica, decode_responses=True)
+            try:
+                assert promoted.sismember(Keyspace(settings.namespace).topics, "Tb-199")
+            finally:
+                promoted.close()
+            keeper = app.app[SERVICE].keeper
+            await eventually(lambda: _done(keeper), timeout=30, what="the heal finished")
+            assert keeper.last_heal["replayed"] >= 1, keeper.last_heal
+            await conn.aclose()
+            await lookups.aclose()
+        finally:
+            await close_client(app)
+            for proxy in proxies:
+                proxy.close()
