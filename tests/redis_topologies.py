@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
@@ -53,12 +53,9 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 @contextlib.contextmanager
-def sentinel_setup(
-    replicas: int = 1, link: Callable[[int], int] | None = None
-) -> Iterator[tuple[str, int, int, int]]:
+def sentinel_setup(replicas: int = 1) -> Iterator[tuple[str, int, int, int]]:
     """A master, ``replicas`` replicas and one Sentinel: yields (url, master port, first replica's
-    port, sentinel port). ``link(master port)`` gives the port replicas replicate from instead of
-    the master's (a proxy in front of it, to cut replication)."""
+    port, sentinel port)."""
     with tempfile.TemporaryDirectory(prefix="namesrv-sentinel-") as tmp:
         root = Path(tmp)
         master, sentinel = free_port(), free_port()
@@ -66,9 +63,8 @@ def sentinel_setup(
         replica = ports[0]
         common = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         procs = [_start(["--port", str(master), *common], root)]
-        upstream = master if link is None else link(master)
         for port in ports:
-            follow = ["--replicaof", "127.0.0.1", str(upstream)]
+            follow = ["--replicaof", "127.0.0.1", str(master)]
             procs.append(_start(["--port", str(port), *follow, *common], root))
         conf = root / "sentinel.conf"
         conf.write_text(
