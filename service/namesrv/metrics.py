@@ -6,16 +6,39 @@ import bisect
 import gc
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from namesrv.decode_budget import DecodeBudget
-from namesrv.registry.route_cache import RouteCache
-from namesrv.store.health import RedisHealth
-from namesrv.worker import WorkerState
+
+class CacheStats(Protocol):
+    """What a cache's collector reads (the route cache): its counters by name."""
+
+    def stats(self) -> dict[str, int]: ...
+
+
+class BudgetLevels(Protocol):
+    """What the decode budget's collector reads."""
+
+    @property
+    def held(self) -> int: ...
+
+    @property
+    def high_water(self) -> int: ...
+
+
+class Readiness(Protocol):
+    def ready(self, redis_reachable: bool) -> bool: ...
+
+
+class RedisLink(Protocol):
+    @property
+    def reachable(self) -> bool: ...
+
+    def down_for(self) -> float: ...
+
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -142,13 +165,13 @@ class Metrics:
             )
         return found
 
-    def watch_route_cache(self, cache: RouteCache) -> None:
+    def watch_route_cache(self, cache: CacheStats) -> None:
         self.registry.register(_RouteCacheCollector(cache))
 
-    def watch_decode_budget(self, budget: DecodeBudget) -> None:
+    def watch_decode_budget(self, budget: BudgetLevels) -> None:
         self.registry.register(_DecodeBudgetCollector(budget))
 
-    def watch_worker(self, worker: WorkerState, health: RedisHealth) -> None:
+    def watch_worker(self, worker: Readiness, health: RedisLink) -> None:
         self.registry.register(_WorkerCollector(worker, health))
 
     def render(self) -> bytes:
@@ -208,7 +231,7 @@ class LatencyHistogram(Collector):
 class _RouteCacheCollector(Collector):
     """Reads the route cache's counters at scrape time (the hot path keeps plain ints)."""
 
-    def __init__(self, cache: RouteCache) -> None:
+    def __init__(self, cache: CacheStats) -> None:
         self.cache = cache
 
     def collect(self) -> Iterator[Metric]:
@@ -267,7 +290,7 @@ class _RouteCacheCollector(Collector):
 class _DecodeBudgetCollector(Collector):
     """decodeBudgetBytes: what decodes hold now and the most they ever held together."""
 
-    def __init__(self, budget: DecodeBudget) -> None:
+    def __init__(self, budget: BudgetLevels) -> None:
         self.budget = budget
 
     def collect(self) -> Iterator[Metric]:
@@ -286,7 +309,7 @@ class _DecodeBudgetCollector(Collector):
 class _WorkerCollector(Collector):
     """Readiness and the Redis link, read at scrape time from the state the worker acts on."""
 
-    def __init__(self, worker: WorkerState, health: RedisHealth) -> None:
+    def __init__(self, worker: Readiness, health: RedisLink) -> None:
         self.worker = worker
         self.health = health
 
