@@ -58,6 +58,9 @@ class Registry:
     live: dict[tuple[str, str], _Live] = field(default_factory=dict)  # (cluster, addr) -> live
     queues: dict[str, dict[str, QD]] = field(default_factory=dict)  # topic -> name -> QueueData
     btopics: dict[str, set[str]] = field(default_factory=dict)  # name -> topics
+    # name -> the topic names of its last complete registration ({ns}:bdigest); dropped when
+    # another request changes one of its queues, so its next registration writes them again
+    digests: dict[str, frozenset[str]] = field(default_factory=dict)
     epoch: int = 0
 
     # ---- helpers ----
@@ -124,7 +127,12 @@ class Registry:
         is_master = broker_id == 0
         prime_slave = not is_master and broker_id == min(int(i) for i in addrs)
         changed = prev is None or prev.data_version != data_version
-        mode = 1 if (is_master or prime_slave) and (register_first or changed) else 0
+        mode = 0
+        if is_master or prime_slave:
+            if register_first or changed:
+                mode = 1  # upsert every topic whose queue differs
+            elif self.digests.get(name) != frozenset(topics):
+                mode = 2  # add only the topics missing for the broker name
         new_session = prev is None or prev.deadline < ts
         self.epoch += 1
         deadline = ts + timeout
@@ -150,6 +158,8 @@ class Registry:
         if mode:
             wipe = prime_slave and acting
             items = sorted(topics.items())
+            if mode == 2:
+                items = [(t, q) for t, q in items if name not in self.queues.get(t, {})]
             chunks = [items[i : i + self.chunk] for i in range(0, len(items), self.chunk)] or [[]]
             for n, part in enumerate(chunks):
                 upserted = []
@@ -159,6 +169,8 @@ class Registry:
                     if self._set_queue(topic, name, q):
                         upserted.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
                 final = n == len(chunks) - 1
+                if final:
+                    self.digests[name] = frozenset(topics)
                 if upserted or final:
                     self.sink(
                         ts,
@@ -295,6 +307,7 @@ class Registry:
                 if bd is None:
                     if self._drop_queue(topic, name):
                         removed.append(topic)
+                        self.digests.pop(name, None)
                 elif bd["enableActingMaster"] and self._no_master(bd):
                     q = self.queues.get(topic, {}).get(name)
                     if q is not None and q[0] & PERM_WRITE:
@@ -325,6 +338,8 @@ class Registry:
                 q = (perm, q[1], q[2], q[3])
                 self._set_queue(topic, name, q)
                 changed.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
+        if changed:
+            self.digests.pop(name, None)
         self.sink(
             ts,
             EventKind.WIPE_PERM if wipe else EventKind.ADD_PERM,
@@ -338,6 +353,7 @@ class Registry:
             if name not in self.brokers:
                 break
             self._set_queue(topic, name, q)
+            self.digests.pop(name, None)
             written.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
         if written:
             self.sink(
@@ -348,6 +364,7 @@ class Registry:
         names = sorted(self.queues.get(topic, {}))
         for name in names:
             self._drop_queue(topic, name)
+            self.digests.pop(name, None)
         if names:
             self.sink(
                 ts, EventKind.TOPIC_DELETE, {"topic": topic, "cluster": "", "brokerNames": _names(names)}
