@@ -156,38 +156,45 @@ class Registry:
             },
         )
         if mode:
-            wipe = prime_slave and acting
-            items = sorted(topics.items())
-            if mode == 2:
-                items = [(t, q) for t, q in items if name not in self.queues.get(t, {})]
-            chunks = [items[i : i + self.chunk] for i in range(0, len(items), self.chunk)] or [[]]
-            for n, part in enumerate(chunks):
-                upserted = []
-                for topic, q in part:
-                    if wipe:
-                        q = (q[0] & ~PERM_WRITE, q[1], q[2], q[3])
-                    if self._set_queue(topic, name, q):
-                        upserted.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
-                final = n == len(chunks) - 1
-                if final:
-                    self.digests[name] = frozenset(topics)
-                if upserted or final:
-                    self.sink(
-                        ts,
-                        EventKind.REGISTER_QUEUES,
-                        {
-                            "cluster": cluster,
-                            "brokerName": name,
-                            "brokerAddr": addr,
-                            "epoch": str(self.epoch),
-                            "upserted": "[" + ",".join(upserted) + "]",
-                            "removed": "[]",
-                            "final": "1" if final else "0",
-                            "chunk": str(n),
-                            "dataVersion": dv,
-                        },
-                    )
+            self._write_topics(ts, (cluster, addr, name), topics, mode, prime_slave and acting, dv)
         return self.epoch
+
+    def _write_topics(
+        self, ts: int, who: tuple[str, str, str], topics: dict[str, QD], mode: int, wipe: bool, dv: str
+    ) -> None:
+        """registerBrokerTopics' chunks: every queue that differs (mode 1) or only those the broker
+        name lacks (mode 2); the final chunk commits the topic digest."""
+        cluster, addr, name = who
+        items = sorted(topics.items())
+        if mode == 2:
+            items = [(t, q) for t, q in items if name not in self.queues.get(t, {})]
+        chunks = [items[i : i + self.chunk] for i in range(0, len(items), self.chunk)] or [[]]
+        for n, part in enumerate(chunks):
+            upserted = []
+            for topic, q in part:
+                if wipe:
+                    q = (q[0] & ~PERM_WRITE, q[1], q[2], q[3])
+                if self._set_queue(topic, name, q):
+                    upserted.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
+            final = n == len(chunks) - 1
+            if final:
+                self.digests[name] = frozenset(topics)
+            if upserted or final:
+                self.sink(
+                    ts,
+                    EventKind.REGISTER_QUEUES,
+                    {
+                        "cluster": cluster,
+                        "brokerName": name,
+                        "brokerAddr": addr,
+                        "epoch": str(self.epoch),
+                        "upserted": "[" + ",".join(upserted) + "]",
+                        "removed": "[]",
+                        "final": "1" if final else "0",
+                        "chunk": str(n),
+                        "dataVersion": dv,
+                    },
+                )
 
     # ---- 904 / 322 ----
     def heartbeat(self, ts: int, cluster: str, addr: str, source: str = "904") -> bool:
