@@ -399,6 +399,14 @@ async def phase_stall(rig: Rig) -> Figures:
     return row
 
 
+HEAL_REPLAYED = 'namesrv_heal_replays_total{outcome="replayed"}'
+
+
+async def _heal_replays(rig: Rig) -> float:
+    """Registrations the workers replayed into Redis so far (the heal, #27)."""
+    return sum([metric_sum(await scrape(w), HEAL_REPLAYED) or 0.0 for w in rig.f.workers])
+
+
 async def phase_redis_restart(rig: Rig, *, empty: bool) -> Figures:
     """Redis goes away under load and comes back on the same port: from its AOF (kill -9,
     appendonly everysec), or empty (SHUTDOWN NOSAVE with its data gone, as a Redis without
@@ -413,6 +421,7 @@ async def phase_redis_restart(rig: Rig, *, empty: bool) -> Figures:
         await rig.f.truth.wait_past(reg.at + reg.latency)
     else:
         await asyncio.sleep(1.1)  # everysec: what brokers wrote a second ago is on disk
+    replayed_before = await _heal_replays(rig)
     t_fault = now()
     if empty:
         rig.f.brokers.hold_off(3600)  # until told below
@@ -436,6 +445,7 @@ async def phase_redis_restart(rig: Rig, *, empty: bool) -> Figures:
     figs.extra["redis_resets"] = [
         metric_sum(await scrape(w), "namesrv_redis_resets_total") for w in rig.f.workers
     ]
+    figs.extra["heal_replayed"] = await _heal_replays(rig) - replayed_before
     if empty:
         # agreement while the table is empty (the brokers held off), then after they are back
         empty_window = [

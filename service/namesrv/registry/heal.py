@@ -41,6 +41,12 @@ log = logging.getLogger(__name__)
 # Bodies at least this big are compressed in a thread (about 10 ms for 1.7 MB at level 1).
 COMPRESS_IN_THREAD_BYTES = 256 * 1024
 REPLAYS_IN_FLIGHT = 4  # replays a worker runs at once (each is a registration's Redis work)
+# A replay that fails (Redis answering again but not yet steadily: stale pooled connections, a
+# second restart, a failover still settling) is tried again until this long after the heal began;
+# a copy given up waits for the broker's own next registration, as without a heal.
+RETRY_FOR_SECONDS = 20.0
+RETRY_FIRST_WAIT = 0.1
+RETRY_MAX_WAIT = 2.0
 FORGETTING = frozenset({EventKind.UNREGISTER, EventKind.CLOSE, EventKind.EXPIRE})
 
 Alive = Callable[[], bool]
@@ -171,21 +177,30 @@ class RegistrationKeeper:
     async def _replay_all(self, reason: str) -> None:
         self.healing = True
         started = time.monotonic()
-        outcomes = {"replayed": 0, "skipped": 0, "failed": 0}
+        give_up_at = started + RETRY_FOR_SECONDS
+        outcomes = {"replayed": 0, "skipped": 0, "failed": 0, "retried": 0}
         try:
-            began_ms = await self._server_time_ms()
+            began_ms = await self._until_done(self._server_time_ms, give_up_at)
             gate = asyncio.Semaphore(REPLAYS_IN_FLIGHT)
 
-            async def one(kept: _Kept) -> None:
-                async with gate:
-                    outcome = await self._replay(kept, began_ms)
+            async def one(key: tuple[str, str], kept: _Kept) -> None:
+                wait = RETRY_FIRST_WAIT
+                while True:
+                    async with gate:
+                        outcome = await self._replay(kept, began_ms)
+                    current = self._kept.get(key) is kept  # not superseded, closed or forgotten
+                    if outcome != "failed" or not current or time.monotonic() + wait > give_up_at:
+                        break
+                    outcomes["retried"] += 1
+                    await asyncio.sleep(wait)
+                    wait = min(wait * 2, RETRY_MAX_WAIT)
                 outcomes[outcome] += 1
                 self._count(outcome, 1)
 
-            await asyncio.gather(*(one(k) for k in list(self._kept.values())))
+            await asyncio.gather(*(one(key, kept) for key, kept in list(self._kept.items())))
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # Redis went away again: the brokers' own registrations follow
+        except Exception as exc:  # Redis stayed away: the brokers' own registrations follow
             log.warning("heal stopped: %s", exc)
         finally:
             self.healing = False
@@ -193,13 +208,28 @@ class RegistrationKeeper:
         self.last_heal = {**{k: float(v) for k, v in outcomes.items()}, "seconds": seconds}
         log.warning(
             "healed Redis (%s): %d registration(s) replayed, %d skipped (the broker registered on its "
-            "own), %d failed, in %.2f s",
+            "own or its connection closed), %d failed after %d retries, in %.2f s",
             reason,
             outcomes["replayed"],
             outcomes["skipped"],
             outcomes["failed"],
+            outcomes["retried"],
             seconds,
         )
+
+    @staticmethod
+    async def _until_done(call: Callable[[], Awaitable[int]], give_up_at: float) -> int:
+        wait = RETRY_FIRST_WAIT
+        while True:
+            try:
+                return await call()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if time.monotonic() + wait > give_up_at:
+                    raise
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, RETRY_MAX_WAIT)
 
     async def _replay(self, kept: _Kept, began_ms: int) -> str:
         if not kept.alive():
