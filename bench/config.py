@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.peers import Peer, parse_peer
 
-PHASES = ("memory", "remoting", "http", "steady", "registration", "expiry")
+PHASES = ("memory", "remoting", "http", "overload", "steady", "registration", "expiry")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
@@ -29,6 +29,9 @@ class BenchConfig:
     http_depth: int = 2  # HTTP requests pipelined per connection
     fleet_sizes: tuple[int, ...] = (1, 2)  # worker processes
     load_fraction: float = 0.8  # the open-loop latency run, as a fraction of the measured peak
+    # overload (#26): 100% and 120% of the peak for this long, then 50% for recovery_seconds
+    overload_seconds: float = 30.0
+    recovery_seconds: float = 10.0
     # registration
     reg_sizes: tuple[int, ...] = (1000, 10_000)
     reg_reps: int = 5
@@ -82,6 +85,8 @@ SMOKE = BenchConfig(
     http_depth=2,
     reg_sizes=(50, 300),
     reg_reps=2,
+    overload_seconds=1.0,
+    recovery_seconds=1.0,
     steady_seconds=1.0,
     steady_read_rate=200.0,
     steady_heartbeat_brokers=3,
@@ -152,6 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load-fraction", type=float, help="open-loop rate as a fraction of peak (default 0.8)")
     p.add_argument("--reg-sizes", type=_ints, help="topics per registering broker (default 1000,10000)")
     p.add_argument("--reg-reps", type=int, help=f"registrations per kind and size (default {d.reg_reps})")
+    p.add_argument(
+        "--overload-seconds",
+        type=float,
+        help=f"length of each overload step, 100%% and 120%% of the peak (default {d.overload_seconds})",
+    )
+    p.add_argument(
+        "--recovery-seconds",
+        type=float,
+        help=f"length of the 50%% step after each overload (default {d.recovery_seconds})",
+    )
     p.add_argument(
         "--steady-seconds", type=float, help=f"length of the steady-state phase (default {d.steady_seconds})"
     )

@@ -26,6 +26,9 @@ class LoadJob:
     warmup: float = 2.0
     duration: float = 5.0
     version: int = 479  # request version; >= 401 asks for standard JSON
+    # open loop in steps: (seconds, fraction of ``rate``) from the window's start (the warm-up runs
+    # at the first step's rate); replies then also record when they were meant to be sent
+    steps: tuple[tuple[float, float], ...] = ()
     # set by the pool:
     start_at: float = 0.0
     procs: int = 1
@@ -41,6 +44,7 @@ class LoadResult:
     error_codes: dict[int, int] = field(default_factory=dict)
     latencies: array[float] = field(default_factory=lambda: array("d"))
     intended: array[float] = field(default_factory=lambda: array("d"))
+    offsets: array[float] = field(default_factory=lambda: array("d"))  # steps: intended send - window start
     sent: int = 0
     late: int = 0
     skipped: int = 0

@@ -43,6 +43,7 @@ import orjson
 
 from bench.load_jobs import LoadJob, LoadResult, LoadSummary, summarize
 from bench.loops import new_loop, quiet_gc
+from bench.schedule import StepSchedule
 
 _PREFIX = struct.Struct(">iI")
 _OPAQUE_KEY = b'"opaque":'
@@ -93,6 +94,7 @@ class _Load:
         self.window_start = window_start
         self.window_end = window_end
         self.closed_loop = job.rate <= 0
+        self.stepped = bool(job.steps)
         self.sending = True
         self.result = LoadResult()
         self.outstanding = 0
@@ -112,6 +114,8 @@ class _Load:
             result.latencies.append(now - sent_at)
             if not self.closed_loop:
                 result.intended.append(now - intended)
+            if self.stepped:
+                result.offsets.append(intended - self.window_start)
             if not ok:
                 result.errors += 1
                 result.error_codes[code] = result.error_codes.get(code, 0) + 1
@@ -328,22 +332,30 @@ async def _measure_cpu(load: _Load) -> None:
     load.result.window = time.perf_counter() - t0
 
 
-async def _open_loop(load: _Load, conns: list[_Conn], start: float) -> None:
+def _schedule(load: _Load, start: float) -> StepSchedule:
+    """This process's share of the job's schedule; processes interleave their sends."""
     job = load.job
     rate = job.rate / job.procs
-    interval = 1.0 / rate
-    first = start + interval * job.index / job.procs  # processes interleave their schedules
+    first = start + job.index / (job.procs * rate * (job.steps[0][1] if job.steps else 1.0))
+    if not job.steps:
+        return StepSchedule(first, [(job.warmup + job.duration, rate)])
+    warmup = [(job.warmup, rate * job.steps[0][1])] if job.warmup > 0 else []
+    return StepSchedule(first, warmup + [(seconds, rate * factor) for seconds, factor in job.steps])
+
+
+async def _open_loop(load: _Load, conns: list[_Conn], start: float) -> None:
+    schedule = _schedule(load, start)
     result, n = load.result, len(conns)
     sent = 0
     while True:
         now = time.perf_counter()
         if now >= load.window_end:
             return
-        due = int((now - first) * rate) + 1
+        due = schedule.due(now)
         if due > sent:
             touched = set()
             for k in range(sent, due):
-                intended = first + k * interval
+                intended = schedule.intended(k)
                 conn = conns[k % n]
                 in_window = load.window_start <= now < load.window_end
                 if conn.in_flight() >= OPEN_LOOP_CAP:
@@ -406,8 +418,10 @@ class LoadPool:
         lead: float = 0.5,
         on_window_start: Callable[[], Awaitable[None]] | None = None,
         on_window_end: Callable[[], Awaitable[None]] | None = None,
+        raw: list[LoadResult] | None = None,
     ) -> LoadSummary:
-        """Run ``job`` on every process; the hooks run at the start and end of the window."""
+        """Run ``job`` on every process; the hooks run at the start and end of the window;
+        ``raw`` receives each process's own result (its samples, for a timeline)."""
         loop = asyncio.get_running_loop()
         start_at = time.time() + lead
         for i, pipe in enumerate(self._pipes):
@@ -423,6 +437,8 @@ class LoadPool:
             await on_window_end()
         timeout = lead + job.warmup + job.duration + 30
         results: list[LoadResult] = await asyncio.wait_for(asyncio.gather(*receivers), timeout)
+        if raw is not None:
+            raw.extend(results)
         return summarize(job, results)
 
     def close(self) -> None:

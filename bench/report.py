@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bench.overload import section as overload_section
 from bench.side_by_side import side_by_side
 from bench.tables import mib as _mib
 from bench.tables import num as _num
@@ -22,7 +23,7 @@ def _servers(s: dict[str, Any]) -> str:
 
 def render(result: dict[str, Any], targets: Sequence[Target]) -> str:
     out = _header(result) + _lookups_section(result) + _registration_section(result)
-    out += side_by_side(result)
+    out += side_by_side(result) + overload_section(result)
     out += _steady_section(result) + _liveness_section(result) + _memory_section(result)
     out += _closing_section(result, targets)
     return "\n".join(out)

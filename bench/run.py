@@ -35,13 +35,14 @@ from bench.fleet import LONG_TIMEOUT_MS, Bench
 from bench.liveness import run_crashed, run_silent
 from bench.lookups import run_lookups
 from bench.loops import loop_name, run_fast
+from bench.overload import run_overload
 from bench.redisstats import redis_version
 from bench.registration import run_registration
 from bench.report import render
 from bench.steady import run_steady
 from bench.targets import evaluate, targets_json
 
-LOOKUP_PHASES = ("memory", "remoting", "http", "steady")
+LOOKUP_PHASES = ("memory", "remoting", "http", "overload", "steady")
 
 
 def progress(message: str) -> None:
@@ -187,6 +188,13 @@ async def run(cfg: BenchConfig) -> dict[str, Any]:  # noqa: C901 - the phases in
                         lookups.extend,
                     )
             result["rss"]["after lookups"] = rss(b)
+        if "overload" in cfg.phases:
+            await _phase(
+                result,
+                "overload",
+                lambda: run_overload(b, progress),
+                lambda r: result.__setitem__("overload", r),
+            )
         if "steady" in cfg.phases:
             await _phase(result, "steady", lambda: run_steady(b), lambda r: result.__setitem__("steady", r))
         if "registration" in cfg.phases:

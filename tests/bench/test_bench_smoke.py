@@ -94,6 +94,7 @@ def test_smoke_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
         "lookups",
         "registration",
         "steady",
+        "overload",
         "liveness",
         "memory",
         "rss",
@@ -122,11 +123,22 @@ def test_smoke_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
     assert result["liveness"]["crashed"]["removed"] == result["liveness"]["crashed"]["brokers"]
     assert result["memory"]["per_10k_topics"] and result["rss"]["at the end"]
     assert result["steady"]["lua"]["*"]["calls"] > 0
+    # the overload row: both levels, each with its recovery judged (a number, or None: never)
+    assert [r["scenario"]["load"] for r in result["overload"]["rows"]] == ["100% then 50%", "120% then 50%"]
+    assert all(r["overload_answered_per_s"] > 0 and "recovery_s" in r for r in result["overload"]["rows"])
     # the targets: each judged (a smoke run measures everything, so none is N/A)
     names = [t["name"] for t in result["targets"]]
     assert len(names) >= 12 and all(t["result"] in RESULTS[:2] for t in result["targets"])
     # the printed table is the stored one, and it re-renders from the JSON alone
     assert result["table"] in proc.stdout
-    for heading in ("Route lookups", "REGISTER_BROKER", "Steady-state Lua", "Liveness", "Memory", "Targets"):
+    for heading in (
+        "Route lookups",
+        "REGISTER_BROKER",
+        "Overload, 1 worker",
+        "Steady-state Lua",
+        "Liveness",
+        "Memory",
+        "Targets",
+    ):
         assert heading in result["table"]
     assert render(result, [Target(**t) for t in result["targets"]]) == result["table"]
