@@ -13,7 +13,7 @@ EXTRAS ?= embedded,pipeline
 GROUPS ?= dev
 RUN_EXTRAS ?= embedded
 
-.PHONY: help install install-run run test test-unit lint format config clean bench bench-smoke bench-pipeline abuse lock image image-test  ## (targets)
+.PHONY: help install install-run run test test-fast test-unit lint format config clean bench bench-smoke bench-pipeline abuse lock image image-test  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -45,19 +45,30 @@ install-run: $(RUN_STAMP)  ## Create .venv (idempotent) with only what the servi
 run: install-run  ## Start the service (embedded Redis unless REDIS_URL/NAMESRV_REDIS_URL is set)
 	$(BIN)/namesrv
 
-test: install  ## Run the whole test suite (starts its own Redis servers)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# Parallel runs (pytest-xdist): one Redis per xdist worker, tests isolated by key namespace; tests
+# sharing a costly fixture (the Spark session, a fault fleet, a Redis topology) stay on one worker
+# (--dist loadgroup). The tests mostly wait on I/O, so more workers than cores pays: TEST_JOBS=...
+# to choose (1 = serial). NAMESRV_TEST_LOAD_FACTOR=3 stretches every polling deadline on a busy machine.
+TEST_JOBS ?= 4
+XDIST = $(if $(filter 1,$(TEST_JOBS)),-p no:xdist,-n $(TEST_JOBS) --dist loadgroup)
+FAST_TIERS ?= unit or registry or integration or helm
 
-test-unit: install  ## The fast tier alone: codec, dialects, config, Lua contract, route cache rules (no servers)
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+test: install  ## Run the whole test suite, every tier, in parallel (what CI runs; starts its own Redis servers)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+
+test-fast: install  ## The fast tiers (unit, registry, integration, helm): no server but Redis, no Spark, image, JVM
+	$(BIN)/python -m pytest $(XDIST) -m "$(FAST_TIERS)" $(PYTEST_ARGS)
+
+test-unit: install  ## The unit tier alone: codec, dialects, config, Lua contract, route cache rules (no servers)
+	$(BIN)/python -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
 
 LUACHECK ?= luacheck
 
 lint: install  ## ruff + mypy + luacheck (Lua skipped, with a message, when luacheck is absent)
-	$(BIN)/ruff check service tests bench
-	$(BIN)/ruff format --check service tests bench
+	$(BIN)/ruff check service tests bench support
+	$(BIN)/ruff format --check service tests bench support
 	$(BIN)/mypy
-	$(BIN)/mypy --strict bench
+	$(BIN)/mypy --strict bench support
 	@if command -v $(LUACHECK) >/dev/null; then \
 		echo "$(LUACHECK) lua/"; $(LUACHECK) --config .luacheckrc --formatter plain lua/; \
 	else \
@@ -101,8 +112,8 @@ faults: install  ## Fault suite at full length (Redis restarts, SIGSTOP, Sentine
 	$(BIN)/python -m tests.faults $(FAULTS_ARGS)
 
 format: install  ## Format the code with ruff
-	$(BIN)/ruff format service tests bench
-	$(BIN)/ruff check --fix service tests bench
+	$(BIN)/ruff format service tests bench support
+	$(BIN)/ruff check --fix service tests bench support
 
 config: install  ## Regenerate config/default.toml from the Settings dataclass
 	$(BIN)/python -c "from namesrv.config import render_default_toml as r; open('config/default.toml', 'w').write(r())"

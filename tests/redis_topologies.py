@@ -17,7 +17,8 @@ import redis
 
 from namesrv.config import Settings
 from namesrv.procs import die_with_parent
-from namesrv.store.embedded import find_redis_server, free_port
+from namesrv.store.embedded import find_redis_server
+from support.ports import free_port
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:

@@ -16,8 +16,8 @@ import os
 from typing import Any
 
 import pytest
-from bench.loops import quiet_gc
 
+from support.quiet_gc import quiet_gc
 from tests.faults import scenarios
 from tests.faults.scenarios import Figures, Lengths
 

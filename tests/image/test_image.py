@@ -27,8 +27,8 @@ from redis.asyncio import Redis
 from namesrv.protocol.lenient_json import loads
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
-from namesrv.store.embedded import free_port
 from namesrv.store.keyspace import Keyspace
+from support.ports import free_port
 from tests.helm.chart import ROOT
 from tests.redis_server import local_redis
 

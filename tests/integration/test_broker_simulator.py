@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 
 import orjson
 import pytest
@@ -16,16 +15,10 @@ from namesrv.keys import REMOTING, WORKER
 from namesrv.sim.cli import build_parser, simulate
 from namesrv.sim.cli import main as sim_main
 from namesrv.store.keyspace import Keyspace
+from support.ports import free_port
 from tests.conftest import close_client, start_client
 
 MEMBER = "SimCluster/127.0.0.1:10911"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def via(redis: Redis, namespace: str) -> str | None:
