@@ -47,20 +47,22 @@ run: install-run  ## Start the service (embedded Redis unless REDIS_URL/NAMESRV_
 
 # Parallel runs (pytest-xdist): one Redis per xdist worker, tests isolated by key namespace; tests
 # sharing a costly fixture (the Spark session, a fault fleet, a Redis topology) stay on one worker
-# (--dist loadgroup). The tests mostly wait on I/O, so more workers than cores pays: TEST_JOBS=...
-# to choose (1 = serial). NAMESRV_TEST_LOAD_FACTOR=3 stretches every polling deadline on a busy machine.
+# (--dist loadgroup). The whole suite mostly waits on I/O (servers, polls), so it takes 4 workers
+# on 2 cores; the fast tiers are CPU-bound (codecs, Hypothesis) and take one per core. 1 = serial.
+# NAMESRV_TEST_LOAD_FACTOR=3 stretches every polling deadline on a busy machine (docs/development.md).
 TEST_JOBS ?= 4
-XDIST = $(if $(filter 1,$(TEST_JOBS)),-p no:xdist,-n $(TEST_JOBS) --dist loadgroup)
-FAST_TIERS ?= unit or registry or integration or helm
+FAST_JOBS ?= 2
+xdist = $(if $(filter 1,$(1)),-p no:xdist,-n $(1) --dist loadgroup)
+FAST_TIERS ?= unit or registry or helm
 
 test: install  ## Run the whole test suite, every tier, in parallel (what CI runs; starts its own Redis servers)
-	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(call xdist,$(TEST_JOBS)) $(PYTEST_ARGS)
 
-test-fast: install  ## The fast tiers (unit, registry, integration, helm): no server but Redis, no Spark, image, JVM
-	$(BIN)/python -m pytest $(XDIST) -m "$(FAST_TIERS)" $(PYTEST_ARGS)
+test-fast: install  ## The fast tiers (unit, registry, helm; ~1 min): no server but Redis, no Spark, image or JVM
+	$(BIN)/python -m pytest $(call xdist,$(FAST_JOBS)) -m "$(FAST_TIERS)" $(PYTEST_ARGS)
 
 test-unit: install  ## The unit tier alone: codec, dialects, config, Lua contract, route cache rules (no servers)
-	$(BIN)/python -m pytest tests/unit $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/unit $(call xdist,$(FAST_JOBS)) $(PYTEST_ARGS)
 
 LUACHECK ?= luacheck
 
