@@ -13,7 +13,7 @@ EXTRAS ?= embedded,pipeline
 GROUPS ?= dev
 RUN_EXTRAS ?= embedded
 
-.PHONY: help install install-run run test test-unit lint format config clean bench bench-smoke bench-pipeline abuse lock image image-test  ## (targets)
+.PHONY: help install install-run run test test-fast test-unit lint format config clean bench bench-smoke bench-pipeline abuse lock image image-test  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -45,19 +45,32 @@ install-run: $(RUN_STAMP)  ## Create .venv (idempotent) with only what the servi
 run: install-run  ## Start the service (embedded Redis unless REDIS_URL/NAMESRV_REDIS_URL is set)
 	$(BIN)/namesrv
 
-test: install  ## Run the whole test suite (starts its own Redis servers)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# Parallel runs (pytest-xdist): one Redis per xdist worker, tests isolated by key namespace; tests
+# sharing a costly fixture (the Spark session, a fault fleet, a Redis topology) stay on one worker
+# (--dist loadgroup). The whole suite mostly waits on I/O (servers, polls), so it takes 4 workers
+# on 2 cores; the fast tiers are CPU-bound (codecs, Hypothesis) and take one per core. 1 = serial.
+# NAMESRV_TEST_LOAD_FACTOR=3 stretches every polling deadline on a busy machine (docs/development.md).
+TEST_JOBS ?= 4
+FAST_JOBS ?= 2
+xdist = $(if $(filter 1,$(1)),-p no:xdist,-n $(1) --dist loadgroup)
+FAST_TIERS ?= unit or registry or helm
 
-test-unit: install  ## The fast tier alone: codec, dialects, config, Lua contract, route cache rules (no servers)
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+test: install  ## Run the whole test suite, every tier, in parallel (what CI runs; starts its own Redis servers)
+	$(BIN)/python -m pytest $(call xdist,$(TEST_JOBS)) $(PYTEST_ARGS)
+
+test-fast: install  ## The fast tiers (unit, registry, helm; ~1 min): no server but Redis, no Spark, image or JVM
+	$(BIN)/python -m pytest $(call xdist,$(FAST_JOBS)) -m "$(FAST_TIERS)" $(PYTEST_ARGS)
+
+test-unit: install  ## The unit tier alone: codec, dialects, config, Lua contract, route cache rules (no servers)
+	$(BIN)/python -m pytest tests/unit $(call xdist,$(FAST_JOBS)) $(PYTEST_ARGS)
 
 LUACHECK ?= luacheck
 
 lint: install  ## ruff + mypy + luacheck (Lua skipped, with a message, when luacheck is absent)
-	$(BIN)/ruff check service tests bench
-	$(BIN)/ruff format --check service tests bench
+	$(BIN)/ruff check service tests bench support
+	$(BIN)/ruff format --check service tests bench support
 	$(BIN)/mypy
-	$(BIN)/mypy --strict bench
+	$(BIN)/mypy --strict bench support
 	@if command -v $(LUACHECK) >/dev/null; then \
 		echo "$(LUACHECK) lua/"; $(LUACHECK) --config .luacheckrc --formatter plain lua/; \
 	else \
@@ -101,8 +114,8 @@ faults: install  ## Fault suite at full length (Redis restarts, SIGSTOP, Sentine
 	$(BIN)/python -m tests.faults $(FAULTS_ARGS)
 
 format: install  ## Format the code with ruff
-	$(BIN)/ruff format service tests bench
-	$(BIN)/ruff check --fix service tests bench
+	$(BIN)/ruff format service tests bench support
+	$(BIN)/ruff check --fix service tests bench support
 
 config: install  ## Regenerate config/default.toml from the Settings dataclass
 	$(BIN)/python -c "from namesrv.config import render_default_toml as r; open('config/default.toml', 'w').write(r())"

@@ -29,11 +29,11 @@ from pathlib import Path
 import aiohttp
 
 from bench.procs import Worker, start_worker, wait_http_ready
-from bench.redis_launcher import local_redis
 from namesrv.domain.model import DataVersion, TopicConfig
 from namesrv.protocol.register_body import crc32_masked
 from namesrv.sim.bodies import register_body_compressed, register_body_json
 from namesrv.sim.client import RemotingClient, RemotingClientError
+from support.redis_launcher import local_redis
 
 MIB = 1 << 20
 SETTLE_S = 5.0  # after a phase: long enough for the allocator trim and the brokers' removal

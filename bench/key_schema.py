@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import redis
 
-from bench.redis_launcher import local_redis
+from support.redis_launcher import local_redis
 
 QUEUE = '{"brokerName":"%s","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}'
 CHUNK = 1000  # topics per script call, as registerChunkTopics

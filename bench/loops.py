@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import importlib
 from collections.abc import Coroutine
 from types import ModuleType
 from typing import Any, TypeVar
+
+from support.quiet_gc import GC_THRESHOLDS, quiet_gc
+
+__all__ = ["GC_THRESHOLDS", "quiet_gc"]  # re-exported: bench modules reach them here
 
 T = TypeVar("T")
 
@@ -20,19 +23,6 @@ def _uvloop() -> ModuleType | None:
 
 
 UVLOOP = _uvloop()
-
-
-# The workers' own setting (namesrv.runner.GC_THRESHOLDS): a load generator or a ceiling server
-# with Python's defaults pauses for its own full collections, and those pauses would be charged
-# to the server under test as latency.
-GC_THRESHOLDS = (10_000, 10, 100)
-
-
-def quiet_gc() -> None:
-    """Collect, freeze what lives now, and collect rarely from here on."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def loop_name() -> str:

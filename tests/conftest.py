@@ -4,6 +4,7 @@ import asyncio
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,61 @@ hypothesis_settings.register_profile(
     "namesrv", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
 )
 hypothesis_settings.load_profile("namesrv")
+
+TESTS = Path(__file__).resolve().parent
+# The tiers, one per folder of tests/ (registered in pyproject.toml). `make test-fast` selects
+# FAST_TIERS: nothing there starts a server beyond Redis, a JVM, an image or a browser.
+TIERS = ("unit", "registry", "integration", "faults", "pipeline", "helm", "image", "interop", "bench")
+# Fixtures shared by many tests that cost seconds to start (a JVM, subprocess fleets, a Redis
+# topology): with ``--dist loadgroup`` every test using one runs on the same xdist worker, so
+# it starts once per run, not once per worker.
+SHARED_SCOPES = ("module", "package", "session")
+PER_WORKER_FIXTURES = {"redis_url"}  # one per xdist worker on purpose: that is the isolation
+
+
+def tier_of(path: Path) -> str | None:
+    try:
+        folder = path.resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return folder if folder in TIERS else None
+
+
+def shared_scopes(item: pytest.Item) -> dict[str, str]:
+    """Our (not the plugins') module-, package- and session-scoped fixtures a test uses: name -> scope."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return {}
+    found: dict[str, str] = {}
+    for name in info.names_closure:
+        if name in PER_WORKER_FIXTURES:
+            continue
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            ours = getattr(fixturedef.func, "__module__", "").startswith("tests.")
+            if ours and fixturedef.scope in SHARED_SCOPES:
+                found[name] = fixturedef.scope
+    return found
+
+
+def shared_fixture_group(item: pytest.Item) -> str | None:
+    """The xdist group of a test that uses a costly shared fixture: the fixture's name for a
+    session one (the Spark session), else the test's module."""
+    scopes = shared_scopes(item)
+    sessions = sorted(name for name, scope in scopes.items() if scope == "session")
+    if sessions:
+        return sessions[0]
+    return item.nodeid.split("::", 1)[0] if scopes else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers (--dist loadgroup)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item.path)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
+        group = shared_fixture_group(item)
+        if group is not None and not any(item.iter_markers("xdist_group")):
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

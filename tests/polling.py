@@ -8,6 +8,7 @@ a slow machine makes a test slower, never red. Timing itself is measured by benc
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -21,11 +22,17 @@ def scaled(seconds: float) -> float:
     return seconds * LOAD_FACTOR
 
 
-async def eventually(check: Callable[[], Awaitable[object]], timeout: float = 10.0, what: str = "") -> None:
-    """Poll ``await check()`` until it is truthy; fail after ``scaled(timeout)`` seconds."""
+async def eventually(
+    check: Callable[[], Awaitable[object] | object], timeout: float = 10.0, what: str = ""
+) -> None:
+    """Poll ``check()`` (awaited when it returns an awaitable) until it is truthy; fail after
+    ``scaled(timeout)`` seconds."""
     deadline = time.monotonic() + scaled(timeout)
     while True:
-        if await check():
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {scaled(timeout):.0f} s: {what or check}")

@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from bench.redis_launcher import local_redis
+from support.redis_launcher import local_redis
 
 __all__ = ["local_redis", "redis_for_tests"]
 

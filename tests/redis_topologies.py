@@ -8,16 +8,17 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import redis
 
 from namesrv.config import Settings
 from namesrv.procs import die_with_parent
-from namesrv.store.embedded import find_redis_server, free_port
+from namesrv.store.embedded import find_redis_server
+from support.ports import free_port
+from tests.polling import wait_until
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
@@ -30,16 +31,16 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def _wait(check: object, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def _wait(check: Callable[[], object], what: str, timeout: float = 20.0) -> None:
+    """Wait for a server to come up: a Redis error (still loading, not linked yet) means not yet."""
+
+    def up() -> object:
         try:
-            if check():  # type: ignore[operator]
-                return
+            return check()
         except redis.RedisError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{what} did not come up")
+            return False
+
+    wait_until(up, timeout, what=f"{what} up")
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:

@@ -9,6 +9,7 @@ import struct
 import zlib
 
 import pytest
+
 from bench.abuse import hostile
 from bench.abuse.attacks import ATTACKS
 from bench.abuse.config import parse_config
@@ -16,7 +17,6 @@ from bench.abuse.legit import Request, percentile, summarize
 from bench.abuse.plan import BrokerRef, Plan, Sizes
 from bench.abuse.report import judge
 from bench.abuse.scenarios import BASELINE, NAMES, SCENARIOS
-
 from namesrv.protocol.register_body import crc32_matches
 from namesrv.protocol.remoting import decode_frame
 

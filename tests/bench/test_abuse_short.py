@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from bench.abuse.scenarios import NAMES
 
 ROOT = Path(__file__).resolve().parents[2]

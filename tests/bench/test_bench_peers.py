@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from bench.config import parse_config
 from bench.peers import Peer, parse_peer
 from bench.procs import start_worker, wait_http_ready
-
 from tests.redis_server import local_redis
 
 ROOT = Path(__file__).resolve().parents[2]

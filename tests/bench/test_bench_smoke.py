@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+
 from bench.ceiling import CeilingProtocol, ReplyTemplate
 from bench.load_jobs import LoadJob, summarize
 from bench.loadgen import OPAQUE_BASE, remoting_request_parts, run_job
 from bench.report import render
 from bench.targets import Target
-
 from namesrv.protocol.remoting import RemotingCommand, decode_frame, encode, response_to
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 
 from bench.fleet import _counters
-
 from namesrv.metrics import Metrics, gc_pauses
 
 

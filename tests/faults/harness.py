@@ -30,13 +30,14 @@ from typing import Any
 import aiohttp
 import orjson
 import redis.asyncio as aioredis
-from bench.procs import Proc, free_port, spawn
 
 from namesrv.domain.codes import RequestCode
 from namesrv.procs import die_with_parent
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient, RemotingClientError
 from namesrv.store.embedded import find_redis_server as _binary
+from support.ports import free_port
+from support.procs import Proc, spawn
 
 TRUTH_EVERY = 0.05  # s between truth samples
 STALENESS_BOUND = 0.1  # s: the cache's promise (routeCacheStalenessMillis default)

@@ -17,8 +17,8 @@ from typing import Any
 
 import aiohttp
 import orjson
-from bench.procs import free_port
 
+from support.ports import free_port
 from tests.faults.harness import (
     ABSENT,
     COLD_TOPICS,

@@ -11,13 +11,15 @@ is asserted as under 2 s (the 1 s deadline plus 1 s of scheduling margin).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bench.loops import quiet_gc
 
+from support.quiet_gc import quiet_gc
 from tests.faults import scenarios
 from tests.faults.scenarios import Figures, Lengths
 
@@ -59,14 +61,21 @@ async def _everything() -> Run:
 
 
 @pytest.fixture(scope="module")
-def _run_all() -> Run:
-    out: Run = _run(_everything())
-    path = os.environ.get("FAULTS_FIGURES")
-    if path:  # the figures behind the assertions, for a report
-        rows = [dataclasses.asdict(r) for r in out[0] + out[1]]
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({"rows": rows, "startup": out[2], "password": out[3]}, f, indent=2)
-    return out
+def _run_all() -> Iterator[Run]:
+    # quiet_gc() changes this whole process: give the collector back as it was, so the tests
+    # that run after these on the same (xdist) worker see Python's usual one.
+    thresholds = gc.get_threshold()
+    try:
+        out: Run = _run(_everything())
+        path = os.environ.get("FAULTS_FIGURES")
+        if path:  # the figures behind the assertions, for a report
+            rows = [dataclasses.asdict(r) for r in out[0] + out[1]]
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump({"rows": rows, "startup": out[2], "password": out[3]}, f, indent=2)
+        yield out
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 @pytest.fixture(scope="module")

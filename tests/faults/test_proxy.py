@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.faults.proxy import FaultProxy, ProxyThread
+from tests.polling import scaled
 from tests.redis_server import local_redis
 
 pytestmark = pytest.mark.faults
@@ -37,8 +38,16 @@ async def proxy() -> AsyncIterator[FaultProxy]:
     server.close()
     for w in open_writers:
         w.transport.abort()
+    for w in open_writers:  # closed before the loop is: no ResourceWarning of a transport left open
+        await _closed(w)
     await server.wait_closed()
-    await asyncio.sleep(0.05)  # let the aborted transports finish closing before the loop does
+
+
+async def _closed(w: asyncio.StreamWriter) -> None:
+    """Close a stream and wait until its transport is gone (a fixed sleep is too short under load)."""
+    w.close()
+    with contextlib.suppress(ConnectionError, OSError):
+        await w.wait_closed()
 
 
 async def _connect(p: FaultProxy) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -56,7 +65,7 @@ async def test_forwards_bytes_unchanged(proxy: FaultProxy) -> None:
     payload = bytes(range(256)) * 1000
     assert await _roundtrip(r, w, payload) == payload
     assert proxy.open_connections == 1
-    w.close()
+    await _closed(w)
 
 
 async def test_latency_delays_each_direction(proxy: FaultProxy) -> None:
@@ -68,7 +77,7 @@ async def test_latency_delays_each_direction(proxy: FaultProxy) -> None:
     assert time.monotonic() - started >= 0.4  # 0.2 s out + 0.2 s back: a lower bound only
     proxy.heal()
     assert proxy.delay == 0.0
-    w.close()
+    await _closed(w)
 
 
 async def test_pause_holds_bytes_until_resume(proxy: FaultProxy) -> None:
@@ -81,7 +90,7 @@ async def test_pause_holds_bytes_until_resume(proxy: FaultProxy) -> None:
         await asyncio.wait_for(r.readexactly(4), 0.3)
     proxy.resume()
     assert await asyncio.wait_for(r.readexactly(4), 5) == b"held"
-    w.close()
+    await _closed(w)
 
 
 async def test_blackhole_drops_bytes_and_swallows_new_connections(proxy: FaultProxy) -> None:
@@ -100,8 +109,8 @@ async def test_blackhole_drops_bytes_and_swallows_new_connections(proxy: FaultPr
     assert proxy.dropped_bytes == len(b"lost") + len(b"also lost")
     proxy.blackhole(False)
     assert await _roundtrip(r, w, b"back") == b"back"  # dropped bytes stay dropped
-    w.close()
-    w2.close()
+    await _closed(w)
+    await _closed(w2)
 
 
 async def test_reset_aborts_every_connection(proxy: FaultProxy) -> None:
@@ -112,11 +121,11 @@ async def test_reset_aborts_every_connection(proxy: FaultProxy) -> None:
     for r, w in conns:
         with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
             await asyncio.wait_for(r.readexactly(1), 5)
-        w.close()
+        await _closed(w)
     assert proxy.open_connections == 0
     r, w = await _connect(proxy)  # new connections work at once
     assert await _roundtrip(r, w, b"again") == b"again"
-    w.close()
+    await _closed(w)
 
 
 async def test_thread_proxy_in_front_of_a_real_redis() -> None:
@@ -128,7 +137,7 @@ async def _through_proxy(redis_url: str) -> None:
     host_port = redis_url.split("//")[1].split("/")[0]
     host, _, port = host_port.rpartition(":")
     proxy = ProxyThread(host, int(port))
-    client = Redis.from_url(proxy.url, socket_timeout=0.5)
+    client = Redis.from_url(proxy.url, socket_timeout=scaled(2.0))
     try:
         assert await client.ping() is True
         proxy.pause()
@@ -136,7 +145,7 @@ async def _through_proxy(redis_url: str) -> None:
             await client.ping()
         proxy.heal()
         await client.aclose()
-        client = Redis.from_url(proxy.url, socket_timeout=0.5)
+        client = Redis.from_url(proxy.url, socket_timeout=scaled(2.0))
         assert await client.ping() is True
         assert proxy.reset() == 1
         with pytest.raises(RedisConnectionError):

@@ -8,7 +8,9 @@ engine answers; `make image-test` runs this module alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -27,8 +29,8 @@ from redis.asyncio import Redis
 from namesrv.protocol.lenient_json import loads
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
-from namesrv.store.embedded import free_port
 from namesrv.store.keyspace import Keyspace
+from support.ports import free_port
 from tests.helm.chart import ROOT
 from tests.redis_server import local_redis
 
@@ -62,6 +64,58 @@ def engine_problem() -> str | None:
     return None
 
 
+DEFAULT_BASE = "python:3.11-slim-bookworm"  # docker/build-image.sh's choices, in its order
+LOCAL_BASE = "namesrv-base:bookworm-py3.11"
+
+
+def _have_image(tag: str) -> bool:
+    return docker("image", "inspect", tag, timeout=30, check=False).returncode == 0
+
+
+def _pulled(tag: str) -> bool:
+    try:
+        return docker("pull", "--quiet", tag, timeout=60, check=False).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _install_debootstrap() -> None:
+    """As root on Debian/Ubuntu without debootstrap: install it (docker/make-base.sh needs it)."""
+    if shutil.which("debootstrap") or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=300, env=env, check=False)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "debootstrap"],
+            capture_output=True,
+            timeout=300,
+            env=env,
+            check=False,
+        )
+
+
+def base_image() -> tuple[str | None, str]:
+    """The base image the build will use (BASE_IMAGE, the default one present or pulled, else one
+    made here from Debian packages), or None and why none can be had."""
+    if os.environ.get("BASE_IMAGE"):
+        return os.environ["BASE_IMAGE"], ""
+    if _have_image(DEFAULT_BASE) or _pulled(DEFAULT_BASE):
+        return DEFAULT_BASE, ""
+    _install_debootstrap()
+    made = subprocess.run(
+        [str(ROOT / "docker" / "make-base.sh"), LOCAL_BASE],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
+    if made.returncode == 0:
+        return LOCAL_BASE, ""
+    said = (made.stderr.strip() or made.stdout.strip() or f"exit {made.returncode}").splitlines()[-1]
+    return None, f"cannot pull {DEFAULT_BASE} and cannot make a local base ({said})"
+
+
 @pytest.fixture(scope="module")
 def image() -> str:
     problem = engine_problem()
@@ -69,8 +123,16 @@ def image() -> str:
         pytest.skip(
             f"image tests skipped: {problem}; start dockerd to run them (README: Deploy on Kubernetes)"
         )
+    base, why = base_image()
+    if base is None:
+        pytest.skip(f"image tests skipped: {why}; set BASE_IMAGE=<a python 3.11 image> to run them")
     build = subprocess.run(
-        [str(ROOT / "docker" / "build-image.sh")], capture_output=True, text=True, timeout=900, cwd=ROOT
+        [str(ROOT / "docker" / "build-image.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        env={**os.environ, "BASE_IMAGE": base},
     )
     assert build.returncode == 0, f"image build failed:\n{build.stderr[-4000:]}"
     tag = build.stdout.strip().splitlines()[-1]

@@ -138,7 +138,7 @@ async def test_chart_default_admin_policy_with_namesrv_admin(
 
 
 async def test_namesrv_admin_says_when_no_worker_answers(tmp_path: Path) -> None:
-    from namesrv.store.embedded import free_port
+    from support.ports import free_port
 
     worker = Worker({}, tmp_path)  # never started: nothing listens on its ports
     worker.http = free_port()

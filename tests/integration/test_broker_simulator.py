@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 
 import orjson
 import pytest
@@ -16,29 +15,16 @@ from namesrv.keys import REMOTING, WORKER
 from namesrv.sim.cli import build_parser, simulate
 from namesrv.sim.cli import main as sim_main
 from namesrv.store.keyspace import Keyspace
+from support.ports import free_port
 from tests.conftest import close_client, start_client
+from tests.polling import eventually
 
 MEMBER = "SimCluster/127.0.0.1:10911"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def via(redis: Redis, namespace: str) -> str | None:
     raw = await redis.hget(Keyspace(namespace).live, MEMBER)
     return None if raw is None else str(orjson.loads(raw)["via"])
-
-
-async def until(check: object, timeout: float = 5.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if await check():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 async def test_reconnects_to_a_restarted_worker_and_registers_again(
@@ -68,7 +54,7 @@ async def test_reconnects_to_a_restarted_worker_and_registers_again(
         async def registered_with_first() -> bool:
             return await via(redis, namespace) == first_id
 
-        await until(registered_with_first)
+        await eventually(registered_with_first)
         await close_client(first)  # drops the simulator's connection
         second = await start_client(fixed)
         try:
@@ -77,7 +63,7 @@ async def test_reconnects_to_a_restarted_worker_and_registers_again(
             async def registered_with_second() -> bool:
                 return await via(redis, namespace) == second_id
 
-            await until(registered_with_second)
+            await eventually(registered_with_second)
             outcome = await run
         finally:
             await close_client(second)

@@ -11,7 +11,7 @@ import dataclasses
 import socket
 import ssl
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from namesrv.sim.client import RemotingClient
 from tests.conftest import close_client, start_client
 from tests.integration.test_lifecycle import Worker
 from tests.integration.test_tls import Pki, pki, tls_settings  # noqa: F401 (pki: a fixture)
+from tests.polling import eventually
 
 CLUSTER_INFO, ROUTE = 106, 105
 FLOOD_ADDRESS = "127.0.0.2"  # another loopback address: a second peer on the same machine
@@ -48,22 +49,8 @@ def counts(app: Any) -> tuple[int, dict[str, int], int]:
     return remoting.slots.total, dict(remoting.slots.per_peer), len(remoting.connections)
 
 
-async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        result = check()
-        if not isinstance(result, bool):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
-
-
 async def all_released(app: Any) -> None:
-    await eventually(lambda: counts(app) == (0, {}, 0))
+    await eventually(lambda: counts(app) == (0, {}, 0), timeout=30)
     metrics = app.app[METRICS]
     assert (metrics.connections._value.get(), metrics.connection_peers._value.get()) == (0, 0)
 
@@ -119,7 +106,7 @@ async def test_one_address_cannot_lock_out_another(settings: Settings, raw: RawP
     app, port = await node(settings, maxConnections=50, maxConnectionsPerPeer=10)
     try:
         flood = [await raw.open(port, FLOOD_ADDRESS) for _ in range(100)]
-        await eventually(lambda: refusals(app, "maxConnectionsPerPeer") == 90)
+        await eventually(lambda: refusals(app, "maxConnectionsPerPeer") == 90, timeout=30)
         assert counts(app) == (10, {FLOOD_ADDRESS: 10}, 10)
         async with await RemotingClient.connect(f"127.0.0.1:{port}") as broker:
             assert (await broker.invoke(CLUSTER_INFO)).code == 0  # served while the flood holds on
@@ -282,7 +269,9 @@ async def test_tls_connection_that_handshakes_but_sends_no_frame_is_closed(
     app, port = await node(tls_settings(settings, pki, "permissive"), firstFrameDeadlineSeconds=1.0)
     try:
         reader, _ = await raw.open(port, ssl=pki.client_context(), server_hostname="127.0.0.1")
-        await eventually(lambda: counts(app) == (1, {"127.0.0.1": 1}, 1))  # the server's side is done
+        await eventually(
+            lambda: counts(app) == (1, {"127.0.0.1": 1}, 1), timeout=30
+        )  # the server's side is done
         with contextlib.suppress(ssl.SSLError):
             assert await closed_by_worker(reader)
         assert refusals(app, "firstFrameDeadlineSeconds") == 1
@@ -342,7 +331,7 @@ async def test_a_flood_of_idle_connections_against_a_worker_process(
                     metric(text, "namesrv_remoting_connection_peers"),
                 ) == (0.0, 0.0)
 
-            await eventually(released)
+            await eventually(released, timeout=30)
             async with session.get(f"{worker.url}/metrics") as resp:
                 text = await resp.text()
         assert metric(text, 'namesrv_limit_refusals_total{limit="maxConnectionsPerPeer"}') == 450

@@ -20,8 +20,8 @@ from namesrv.app import begin_drain
 from namesrv.procs import die_with_parent
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient, RemotingClientError
-from namesrv.store.embedded import free_port
 from namesrv.store.keyspace import Keyspace
+from support.ports import free_port
 from tests.builders import register_json
 from tests.integration.test_redis_trouble import RedisProcess
 

@@ -22,8 +22,8 @@ from namesrv.config import Settings
 from namesrv.keys import REMOTING
 from namesrv.procs import die_with_parent
 from namesrv.sim.client import RemotingClient
-from namesrv.store.embedded import free_port
 from namesrv.store.keyspace import Keyspace
+from support.ports import free_port
 from tests.builders import register_json
 from tests.conftest import close_client, start_client
 from tests.polling import eventually

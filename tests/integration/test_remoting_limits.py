@@ -23,6 +23,7 @@ from namesrv.limits import MAX_REMARK_CHARS
 from namesrv.sim.client import RemotingClient
 from namesrv.store.keyspace import Keyspace
 from tests.conftest import close_client, start_client
+from tests.polling import eventually
 
 PUT_KV, GET_KV, ROUTE, REGISTER_TOPIC = 100, 101, 105, 217
 
@@ -49,14 +50,6 @@ def partial_frame(declared: int, sent: int) -> bytes:
     header = orjson.dumps({"code": 105, "flag": 0, "language": "JAVA", "opaque": 1, "version": 479})
     head = struct.pack(">ii", declared, len(header)) + header
     return (head + b"x" * sent)[:sent]
-
-
-async def eventually(check: Any, timeout: float = 5.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 async def test_kv_value_over_the_limit_is_code_1_and_changes_nothing(

@@ -19,7 +19,8 @@ from typing import IO
 import redis
 
 from namesrv.procs import die_with_parent
-from namesrv.store.embedded import free_port, redis_server_command
+from namesrv.store.embedded import redis_server_command
+from support.ports import free_port
 
 
 def spawn_redis(
