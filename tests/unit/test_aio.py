@@ -24,7 +24,7 @@ async def test_a_call_that_swallows_its_cancel_still_times_out_at_the_deadline()
     started = time.monotonic()
     with pytest.raises(TimeoutError):
         await within(0.05, _stubborn(release))
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0  # at the deadline, not after the 10 s the call sleeps
     # asyncio.timeout cancels once: the same call under it waits until released.
     waiter = asyncio.ensure_future(_under_asyncio_timeout(release))
     await asyncio.sleep(0.2)

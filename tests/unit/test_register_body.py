@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-import time
 import zlib
 from typing import Any
 
@@ -402,10 +401,8 @@ def test_zip_bomb_is_refused_quickly_without_inflating_it_all() -> None:
     bomb += b"".join(packer.compress(megabyte) for _ in range(DEFAULT_MAX_INFLATED // len(megabyte) + 1))
     bomb += packer.flush()
     assert len(bomb) < 100_000
-    started = time.perf_counter()
     with pytest.raises(BodyTooLarge, match="would inflate to more than"):
         decode(bomb, version=479, compressed=True)
-    assert time.perf_counter() - started < 5
 
 
 def test_a_large_body_within_the_cap_decodes() -> None:
