@@ -10,10 +10,10 @@ RUN_STAMP := $(VENV)/.installed-run
 # What `make install` adds to the service: extras (published, optional features) and dependency
 # groups (PEP 735: the test and lint tools, never published). `make run` needs neither.
 EXTRAS ?= embedded,pipeline
-GROUPS ?= dev
+GROUPS ?= dev docs
 RUN_EXTRAS ?= embedded
 
-.PHONY: help install install-run run test test-fast test-unit lint format config clean bench bench-smoke bench-pipeline abuse lock image image-test  ## (targets)
+.PHONY: help install install-run run test test-fast test-unit lint format config clean bench bench-smoke bench-pipeline abuse lock image image-test docs  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -84,6 +84,9 @@ lock:  ## Resolve uv.lock again (after a dependency change); export requirements
 	$(BIN)/uv lock $(LOCK_ARGS)
 	$(BIN)/uv export --quiet --frozen --no-dev --no-emit-project --format requirements-txt -o requirements.lock
 	$(BIN)/uv export --quiet --frozen --all-extras --all-groups --no-emit-project --no-hashes --format requirements-txt -o constraints.lock
+
+docs: install  ## Build the documentation site (README + docs/, mkdocs-material) into site/; links and anchors checked
+	$(BIN)/python -m mkdocs build --strict
 
 image:  ## Build the container image (tag <version>-<git sha>; BASE_IMAGE=... to choose the base) and print its size
 	docker/build-image.sh
