@@ -1,7 +1,7 @@
 """Write through a Sentinel failover and count what the fleet acknowledged but lost.
 
 Used by tests/integration/test_replicated_writes.py, and by hand to measure both settings
-(README, "When Redis is in trouble")::
+(docs/operations.md, "When Redis is in trouble")::
 
     .venv/bin/python -m tests.failover_writes --runs 8 --replicas 0
     .venv/bin/python -m tests.failover_writes --runs 5 --replicas 1 --redis-replicas 2 --kill

@@ -358,7 +358,7 @@ async def _clear_of_a_change(rig: Rig) -> None:
     every hot route. Redis becoming unreachable in that window finds the worker that took the
     registration without the changed routes (it fails their lookups fast as not cached until
     Redis is back) and the others not yet told of the change (they serve the routes as before):
-    the README gives that window and one run's figures. Phases line up with the brokers'
+    docs/operations.md gives that window and one run's figures. Phases line up with the brokers'
     periods, so without this a fault fell into that window by chance, and its row measured the
     window instead of the fault."""
     await rig.f.brokers.registered("broker-b", timeout=3 * rig.lengths.period + 2.0)

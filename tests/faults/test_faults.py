@@ -194,7 +194,7 @@ def test_blackhole_every_worker_agrees_within_2s_after_it_ends(single: dict[str,
     f = single["blackhole"]
     # Both workers are cut off, and brokers register through them, so nothing changes in Redis
     # meanwhile: what they serve from memory is what Redis holds. (The phase starts clear of a
-    # broker's registration; a blackhole within one poll after one is the README's known window.)
+    # broker's registration; a blackhole within one poll after one is the known window of docs/operations.md.)
     assert f.stale == 0
     assert f.agree_s is not None and f.agree_s <= AGREE_BOUND_S
     assert f.lost_registrations == 0
@@ -290,7 +290,7 @@ def test_sentinel_failover_loses_no_registration(sentinel: Figures) -> None:
 # connected to the old master reads a table that the brokers (through the other worker, already on
 # the new master) no longer write to, and serves it. When the old master is demoted its stream is
 # replaced, the worker sees its last entry gone and starts over. The stale answers of that window
-# are a figure of the table in README; the bound here is on how long it lasts.
+# are a figure of the table in docs/operations.md; the bound here is on how long it lasts.
 FAILOVER_AGREE_BOUND_S = 5.0
 
 

@@ -120,9 +120,7 @@ def base_image() -> tuple[str | None, str]:
 def image() -> str:
     problem = engine_problem()
     if problem:
-        pytest.skip(
-            f"image tests skipped: {problem}; start dockerd to run them (README: Deploy on Kubernetes)"
-        )
+        pytest.skip(f"image tests skipped: {problem}; start dockerd to run them (docs/kubernetes.md)")
     base, why = base_image()
     if base is None:
         pytest.skip(f"image tests skipped: {why}; set BASE_IMAGE=<a python 3.11 image> to run them")

@@ -136,7 +136,7 @@ async def test_sentinel_failover_keeps_the_registry_writable(sentinel: tuple[str
             # The broker registers again until its route shows, as it does every 30 s: the new
             # master may need a moment to accept writes, and until Sentinel demotes the old
             # master (late on a loaded machine) a registration it acknowledged is lost with it
-            # (README, "When Redis is in trouble"). Measured loaded: 3 of 8 runs needed a second.
+            # (docs/operations.md, "When Redis is in trouble"). Measured loaded: 3 of 8 runs needed a second.
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 20
             while True:

@@ -285,7 +285,7 @@ def test_rebuilt_bodies_agree_with_the_visible_part(step: Step) -> None:
 
 async def test_get_namesrv_config_keys_against_java(settings: Settings) -> None:
     """Issue 25 row 9: GET_NAMESRV_CONFIG (319) has every key of Java's reply except the ones with
-    no meaning here (JAVA_NOT_APPLICABLE, listed in the README), plus our own options."""
+    no meaning here (JAVA_NOT_APPLICABLE, listed in docs/remoting.md), plus our own options."""
     java_step = next(s for s in parse_golden() if s.title == "GET_NAMESRV_CONFIG")
     java_keys = {line.split("=", 1)[0] for line in java_step.response_body if "=" in line}
     node = await start_client(settings)

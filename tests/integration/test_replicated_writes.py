@@ -1,5 +1,5 @@
 """redisWriteReplicas: a write is answered only once a replica holds it, so a Sentinel failover
-loses no write a client was told succeeded (README, "When Redis is in trouble")."""
+loses no write a client was told succeeded (docs/operations.md, "When Redis is in trouble")."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ async def test_no_acknowledged_write_is_lost_in_a_sentinel_failover(
 ) -> None:
     """Writers keep writing through a failover; every write answered with success must be on the
     new master once the old one follows it. Without redisWriteReplicas about a second of writes
-    was lost in every failover (README, "When Redis is in trouble")."""
+    was lost in every failover (docs/operations.md, "When Redis is in trouble")."""
     url, _, _, sentinel_port = sentinel
     result = await write_through_failover(replicated_settings(url, timeout_ms=500), sentinel_port)
     assert result.lost == [], result
@@ -144,7 +144,7 @@ async def test_the_worker_follows_a_promotion_before_sentinel_masters_reports_it
 
 async def test_every_replica_sentinel_reports_up_loses_nothing() -> None:
     """-1 with two replicas: a fixed count below the number of replicas is not enough, since the
-    replica that is not promoted confirms writes the promoted one never gets (README)."""
+    replica that is not promoted confirms writes the promoted one never gets (docs/operations.md)."""
     with sentinel_setup(replicas=2) as (url, _, _, sentinel_port):
         settings = replicated_settings(url, replicas=-1, timeout_ms=500)
         result = await write_through_failover(settings, sentinel_port, replicas=2)
