@@ -73,7 +73,8 @@ def links(page: Path) -> list[str]:
     return out
 
 
-def broken_links(page: Path) -> list[str]:
+def broken_links(page: Path, root: Path = ROOT) -> list[str]:
+    """What is wrong with each link of a page, named relative to root."""
     problems = []
     for target in links(page):
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto: ...
@@ -81,10 +82,10 @@ def broken_links(page: Path) -> list[str]:
         path_part, _, fragment = target.partition("#")
         dest = (page.parent / path_part).resolve() if path_part else page
         if not dest.exists():
-            problems.append(f"{page.relative_to(ROOT)}: {target}: no such file")
+            problems.append(f"{page.relative_to(root)}: {target}: no such file")
             continue
         if fragment and dest.suffix == ".md" and fragment not in anchors(dest):
-            problems.append(f"{page.relative_to(ROOT)}: {target}: no such anchor")
+            problems.append(f"{page.relative_to(root)}: {target}: no such anchor")
     return problems
 
 
@@ -101,20 +102,10 @@ def test_github_slugs_follow_githubs_rules() -> None:
 def test_the_checker_sees_a_broken_anchor_and_a_missing_file(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# Title\n\n[ok](#title) [bad](#nope) [gone](other.md)\n\n```\n[code](#x)\n```\n")
-    assert [p.split(": ", 1)[1] for p in _relative_problems(page)] == [
-        "#nope: no such anchor",
-        "other.md: no such file",
+    assert broken_links(page, root=tmp_path) == [
+        "page.md: #nope: no such anchor",
+        "page.md: other.md: no such file",
     ]
-
-
-def _relative_problems(page: Path) -> list[str]:
-    """broken_links for a page outside the repository (paths printed relative to its folder)."""
-    global ROOT
-    saved, ROOT = ROOT, page.parent
-    try:
-        return broken_links(page)
-    finally:
-        ROOT = saved
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
