@@ -86,7 +86,7 @@ lock:  ## Resolve uv.lock again (after a dependency change); export requirements
 	$(BIN)/uv export --quiet --frozen --all-extras --all-groups --no-emit-project --no-hashes --format requirements-txt -o constraints.lock
 
 docs: install  ## Build the documentation site (README + docs/, mkdocs-material) into site/; links and anchors checked
-	$(BIN)/python -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
 image:  ## Build the container image (tag <version>-<git sha>; BASE_IMAGE=... to choose the base) and print its size
 	docker/build-image.sh
