@@ -114,6 +114,31 @@ def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
     assert broken_links(page) == []
 
 
+def unclosed_fences(page: Path) -> list[int]:
+    """Line numbers of code fences that open a block never closed, or close one with text after
+    the fence (which Markdown reads as the start of another block, swallowing the page)."""
+    problems, opened = [], 0
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        fence = re.match(r"^\s*(```|~~~)(.*)$", line)
+        if not fence:
+            continue
+        if opened and fence.group(2).strip():
+            problems.append(number)
+        opened = 0 if opened else number
+    return problems + ([opened] if opened else [])
+
+
+def test_the_checker_sees_a_fence_with_text_and_one_never_closed(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# T\n\n```sh\nx\n``` text\n\nmore\n```toml\na = 1\n")
+    assert unclosed_fences(page) == [5, 8]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_code_block_is_closed(page: Path) -> None:
+    assert unclosed_fences(page) == []
+
+
 def test_readme_stays_short() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 300
 
