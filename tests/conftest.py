@@ -20,6 +20,7 @@ from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.scripts import ScriptRegistry
+from tests.polling import LOAD_FACTOR
 from tests.redis_server import redis_for_tests
 
 # Property tests check behaviour, not speed: on a busy machine an example may take long, which
@@ -74,9 +75,28 @@ def shared_fixture_group(item: pytest.Item) -> str | None:
     return item.nodeid.split("::", 1)[0] if scopes else None
 
 
+def scaled_timeout(config: pytest.Config, item: pytest.Item) -> float | None:
+    """The test's hang guard (pytest-timeout: its marker, else the ini value) times the load
+    factor. A guard firing on a busy machine is worse than a late failure: it interrupts the test
+    wherever it is, e.g. inside a Py4J call, whose unread answer the next call then reads (the
+    Spark tier's 'does not exist in the JVM' and KeyError: 'c' cascades)."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        base = float(marker.args[0])
+    else:
+        try:
+            base = float(config.getini("timeout") or 0)
+        except (TypeError, ValueError):  # no pytest-timeout, or no number
+            return None
+    return base * LOAD_FACTOR if base > 0 and LOAD_FACTOR > 1 else None
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        timeout = scaled_timeout(config, item)
+        if timeout is not None:
+            item.add_marker(pytest.mark.timeout(timeout), append=False)
         tier = tier_of(item.path)
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))

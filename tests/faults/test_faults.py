@@ -22,6 +22,7 @@ import pytest
 from support.quiet_gc import quiet_gc
 from tests.faults import scenarios
 from tests.faults.scenarios import Figures, Lengths
+from tests.polling import scaled
 
 pytestmark = [
     pytest.mark.faults,
@@ -29,9 +30,13 @@ pytestmark = [
     pytest.mark.timeout(240),
 ]
 
-AGREE_BOUND_S = 2.0
-FAIL_FAST_MS = 2000.0
-CLIENT_TIMEOUT_MS = 3000.0  # the RocketMQ client's default: a lookup past it has hung
+# The fault suite's bounds are the fleet's promises on a quiet 2-core machine; a busy one (other
+# test workers, a CPU hog) stretches every one of them, so they scale with the load factor like
+# every deadline of the tests (NAMESRV_TEST_LOAD_FACTOR, tests/polling.py). `make faults` at
+# full length on a quiet machine is where the figures themselves are judged.
+AGREE_BOUND_S = scaled(2.0)
+FAIL_FAST_MS = scaled(2000.0)
+CLIENT_TIMEOUT_MS = scaled(3000.0)  # the RocketMQ client's default: a lookup past it has hung
 OUTAGE_REMARK = "route unavailable: Redis unreachable"
 
 
@@ -145,7 +150,7 @@ MAX_FAILED_SHARE = 1 / 200
 # for about one round trip; from the first slow reply on, the worker knows the new round trip
 # and lookups wait for reads instead. So stale answers may only come from the onset: the stall
 # threshold, two slow round trips and the staleness bound, with scheduling margin.
-LATENCY_ONSET_S = 0.5
+LATENCY_ONSET_S = scaled(0.5)
 
 
 def test_added_latency_fails_almost_nothing_and_serves_stale_only_at_its_onset(
@@ -291,7 +296,7 @@ def test_sentinel_failover_loses_no_registration(sentinel: Figures) -> None:
 # the new master) no longer write to, and serves it. When the old master is demoted its stream is
 # replaced, the worker sees its last entry gone and starts over. The stale answers of that window
 # are a figure of the table in docs/operations.md; the bound here is on how long it lasts.
-FAILOVER_AGREE_BOUND_S = 5.0
+FAILOVER_AGREE_BOUND_S = scaled(5.0)
 
 
 def test_sentinel_failover_every_worker_agrees_soon_after(sentinel: Figures) -> None:
