@@ -1,0 +1,1 @@
+"""Small clients of the fleet's HTTP API for programs and tests (watching routes)."""
