@@ -17,6 +17,7 @@ from namesrv import cli
 from namesrv.events import layout
 from namesrv.events.export import EXIT_GAP, Exporter, ExportError
 from namesrv.store.keyspace import Keyspace
+from tests.polling import scaled, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -213,3 +214,35 @@ def test_parquet_export_without_pyarrow_fails_clearly(redis_url: str, tmp_path: 
     assert "--format parquet needs pyarrow" in done.stderr
     assert "--format jsonl" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_export_killed_mid_run_resumes_with_every_entry_once(
+    redis_url: str, client: redis.Redis, tmp_path: Path
+) -> None:
+    """A real export process, kill -9 while it writes (after some batches, maybe inside a file),
+    then a rerun: every entry is in the files exactly once, in order, and no partial file of the
+    killed process is left where a reader would see it."""
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    stream = Keyspace(ns).events
+    pipe = client.pipeline(transaction=False)
+    for i in range(30_000):
+        pipe.xadd(stream, {"kind": "kvPut", "ts": "1", "namespace": "ns", "key": f"k{i}", "value": "v"})
+    ids = [i.decode() for i in pipe.execute()]
+    args = ["--out", str(tmp_path), "--redis-url", redis_url, "--namespace", ns, "--batch", "50"]
+    cmd = [sys.executable, "-m", "namesrv", "events", "export", *args]
+    checkpoint = tmp_path / "_export" / "checkpoint.json"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: checkpoint.exists() or proc.poll() is not None, timeout=60, what="a checkpoint")
+        proc.kill()  # SIGKILL: no cleanup runs
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -9, "the export finished before it could be killed"
+    before = json.loads(checkpoint.read_text())["exported"]
+    assert 0 < before < len(ids)
+    try:
+        assert subprocess.run(cmd, capture_output=True, timeout=scaled(300), check=False).returncode == 0
+        assert exported(tmp_path) == ids
+        assert list(tmp_path.glob("day=*/.*")) == []  # the killed run's temporary file is gone
+    finally:
+        client.delete(stream)

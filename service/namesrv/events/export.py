@@ -215,6 +215,12 @@ class Exporter:
             f.flush()
             os.fsync(f.fileno())
 
+    def remove_partial_files(self) -> None:
+        """Delete temporary files a killed export left (kill -9 mid-file): under the lock no
+        other export writes here, so every one is dead. Readers skip them anyway (dot names)."""
+        for stale in [*self.out.glob("day=*/.*.tmp-*"), *self.meta.glob(".*.tmp-*")]:
+            stale.unlink(missing_ok=True)
+
     # ---- data ----
     def write_batch(self, entries: Sequence[tuple[str, dict[str, str]]]) -> int:
         """Write one batch as one file per UTC day, named after its first entry ID (so a rerun
@@ -233,6 +239,7 @@ class Exporter:
         """Export everything after the checkpoint (at most ``max_events`` when > 0)."""
         result = ExportResult(gaps=[])
         with self.locked():
+            self.remove_partial_files()
             saved = self.read_checkpoint()
             checkpoint, total, ordinal = saved if saved else (None, 0, None)
             gap = self.detect_gap(checkpoint, ordinal)
