@@ -276,8 +276,8 @@ class Exporter:
     def run(self, max_events: int = 0) -> ExportResult:
         """Export everything after the checkpoint (at most ``max_events`` when > 0)."""
         result = ExportResult(gaps=[])
+        self.check_shard_layout()  # before the lock creates this shard's folder
         with self.locked():
-            self.check_shard_layout()
             self.remove_partial_files()
             saved = self.read_checkpoint()
             checkpoint, total, ordinal = saved if saved else (None, 0, None)
