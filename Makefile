@@ -113,8 +113,8 @@ ABUSE_ARGS ?=
 abuse: install  ## Every attack of issue #25 against a real fleet beside legitimate traffic: one Markdown table (~5 min)
 	$(BIN)/python -m bench.abuse $(ABUSE_ARGS)
 
-bench-pipeline: install  ## Route-history pipeline: 10M synthetic events end to end on local[2], and partition scaling
-	$(BIN)/python bench/pipeline_bench.py $(PIPELINE_BENCH_ARGS)
+bench-pipeline: install  ## Route-history pipeline: 10M synthetic events on local[2], partition scaling, standalone cluster of 1 and 2 executors
+	$(BIN)/python -m bench.pipeline_bench $(PIPELINE_BENCH_ARGS)
 
 .PHONY: faults
 faults: install  ## Fault suite at full length (Redis restarts, SIGSTOP, Sentinel, proxy faults): a Markdown table

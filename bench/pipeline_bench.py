@@ -7,7 +7,10 @@
 2. runs the whole pipeline (ingest + every answer table) on ``local[2]`` and prints events/s
    end to end;
 3. reruns it on the first M events with several ``spark.sql.shuffle.partitions`` values and
-   prints how the time changes.
+   prints how the time changes;
+4. cluster mode (``--executors 1,2``): on those M events, ``spark-submit`` to ``local[2]`` and
+   to a standalone cluster (master + N one-core workers on this machine, from PySpark's jars),
+   printing events/s and the time of each stage and table (bench/pipeline_cluster.py).
 
 Results also go to ``bench/results/pipeline.json``. Data is kept under ``--work`` and reused
 when it holds the same number of events (``--fresh`` regenerates).
@@ -58,6 +61,9 @@ def main() -> int:
     p.add_argument("--partitions", type=int, default=8, help="shuffle partitions of the main run")
     p.add_argument("--sweep", default="2,8,32", help="shuffle partitions to compare ('' to skip)")
     p.add_argument("--sweep-events", type=int, default=2_000_000)
+    p.add_argument(
+        "--executors", default="1,2", help="standalone cluster sizes to compare with local[2] ('' to skip)"
+    )
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "namesrv-pipeline-bench"))
@@ -118,6 +124,15 @@ def main() -> int:
             results["sweep"] = {"events": args.sweep_events, "runs": rows}
     finally:
         spark.stop()
+    executors = [int(x) for x in args.executors.split(",") if x]
+    if executors:
+        from bench.pipeline_cluster import cluster_rows
+
+        small = work / f"export-{args.format}-{args.sweep_events}"
+        _generate(small, args.sweep_events, args.fresh, args.format)
+        print(f"cluster mode ({args.sweep_events:,} events, spark-submit, 4 shuffle partitions):")
+        cluster = cluster_rows(small, work, executors, partitions=4)
+        results["cluster"] = {"events": args.sweep_events, "runs": cluster}
     out = Path(__file__).parent / "results"
     out.mkdir(exist_ok=True)
     (out / "pipeline.json").write_text(json.dumps(results, indent=2) + "\n")

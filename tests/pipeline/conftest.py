@@ -13,6 +13,27 @@ if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
 from pyspark.sql import SparkSession
 
 from namesrv.pipeline.spark import build_session
+from tests.polling import scaled
+
+SPARK_TIMEOUT_S = 300
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Spark tests time out by the thread method, never by a signal, and scale with the load.
+
+    The cause of the "org.apache.spark.sql.classic.SparkSession does not exist in the JVM"
+    failures under load: pytest-timeout's default (SIGALRM) raised ``Failed`` (a BaseException)
+    inside a py4j call of a slow test. py4j only cleans up on ``Exception``, so the thread's
+    connection to the JVM kept the unread answer of the interrupted call, and the next call of
+    every later test on the one shared session read an answer meant for another command (here a
+    class lookup). The thread method ends the whole run with every stack dumped instead: one
+    clear timeout, no corrupted session; the budget grows with NAMESRV_TEST_LOAD_FACTOR."""
+    for item in items:
+        if item.get_closest_marker("spark") is None:
+            continue
+        marker = item.get_closest_marker("timeout")
+        seconds = float(marker.args[0]) if marker and marker.args else SPARK_TIMEOUT_S
+        item.add_marker(pytest.mark.timeout(scaled(max(seconds, SPARK_TIMEOUT_S)), method="thread"))
 
 
 @pytest.fixture(scope="session")

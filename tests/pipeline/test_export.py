@@ -17,6 +17,7 @@ from namesrv import cli
 from namesrv.events import layout
 from namesrv.events.export import EXIT_GAP, Exporter, ExportError
 from namesrv.store.keyspace import Keyspace
+from tests.polling import scaled, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -213,3 +214,82 @@ def test_parquet_export_without_pyarrow_fails_clearly(redis_url: str, tmp_path: 
     assert "--format parquet needs pyarrow" in done.stderr
     assert "--format jsonl" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_export_killed_mid_run_resumes_with_every_entry_once(
+    redis_url: str, client: redis.Redis, tmp_path: Path
+) -> None:
+    """A real export process, kill -9 while it writes (after some batches, maybe inside a file),
+    then a rerun: every entry is in the files exactly once, in order, and no partial file of the
+    killed process is left where a reader would see it."""
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    stream = Keyspace(ns).events
+    pipe = client.pipeline(transaction=False)
+    for i in range(30_000):
+        pipe.xadd(stream, {"kind": "kvPut", "ts": "1", "namespace": "ns", "key": f"k{i}", "value": "v"})
+    ids = [i.decode() for i in pipe.execute()]
+    args = ["--out", str(tmp_path), "--redis-url", redis_url, "--namespace", ns, "--batch", "50"]
+    cmd = [sys.executable, "-m", "namesrv", "events", "export", *args]
+    checkpoint = tmp_path / "_export" / "checkpoint.json"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: checkpoint.exists() or proc.poll() is not None, timeout=60, what="a checkpoint")
+        proc.kill()  # SIGKILL: no cleanup runs
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -9, "the export finished before it could be killed"
+    before = json.loads(checkpoint.read_text())["exported"]
+    assert 0 < before < len(ids)
+    try:
+        assert subprocess.run(cmd, capture_output=True, timeout=scaled(300), check=False).returncode == 0
+        assert exported(tmp_path) == ids
+        assert list(tmp_path.glob("day=*/.*")) == []  # the killed run's temporary file is gone
+    finally:
+        client.delete(stream)
+
+
+def test_sharded_exporters_write_every_entry_once_even_after_kill_9(
+    redis_url: str, client: redis.Redis, tmp_path: Path
+) -> None:
+    """Two exporter processes (shards 0/2 and 1/2) into one folder; shard 0 is killed -9 mid-run
+    and rerun, and both export what arrived meanwhile: every entry is in exactly one file."""
+    ns = f"t-{uuid.uuid4().hex[:10]}"
+    stream = Keyspace(ns).events
+
+    def fill(n: int, start: int) -> list[str]:
+        pipe = client.pipeline(transaction=False)
+        for i in range(start, start + n):
+            pipe.xadd(stream, {"kind": "kvPut", "ts": "1", "namespace": "ns", "key": f"k{i}", "value": "v"})
+        return [i.decode() for i in pipe.execute()]
+
+    def cmd(shard: str) -> list[str]:
+        args = ["--out", str(tmp_path), "--redis-url", redis_url, "--namespace", ns, "--batch", "50"]
+        return [sys.executable, "-m", "namesrv", "events", "export", *args, "--shard", shard]
+
+    ids = fill(20_000, 0)
+    first = tmp_path / "_export" / "shard-0-of-2" / "checkpoint.json"
+    try:
+        killed = subprocess.Popen(cmd("0/2"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        other = subprocess.Popen(cmd("1/2"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until(lambda: first.exists() or killed.poll() is not None, timeout=60, what="a checkpoint")
+            killed.kill()
+        finally:
+            killed.wait(timeout=30)
+            assert other.wait(timeout=scaled(300)) == 0
+        assert killed.returncode == -9, "shard 0 finished before it could be killed"
+        ids += fill(500, 20_000)
+        for shard in ("0/2", "1/2"):
+            assert (
+                subprocess.run(cmd(shard), capture_output=True, timeout=scaled(300), check=False).returncode
+                == 0
+            )
+        got = exported(tmp_path)
+        assert sorted(got, key=_sid) == ids  # every entry, once
+        assert len(got) == len(set(got)) == len(ids)
+        assert list(tmp_path.glob("day=*/.*")) == []
+        # resharding into the same folder would break the ownership: refused
+        done = subprocess.run(cmd("0/3"), capture_output=True, text=True, timeout=scaled(120), check=False)
+        assert done.returncode == 2 and "holds an export in 2 shard(s), not 3" in done.stderr
+    finally:
+        client.delete(stream)

@@ -218,3 +218,17 @@ def test_a_delete_in_one_cluster_leaves_the_topic_to_lose_its_route(spark: Spark
         S.TOPIC_UNWRITABLE,
     )
     assertDataFrameEqual(actual, expected)
+
+
+def test_running_sums_carry_across_blocks_without_a_global_window(spark: SparkSession) -> None:
+    # 10 buckets in blocks of 3: the carry table must add every earlier block's total
+    values = [5, -2, 0, 7, 1, -4, 3, 0, 0, 9]
+    rows = [(i * 10, v, 2 * v) for i, v in enumerate(values)]
+    df = spark.createDataFrame(rows, "k long, a long, b long")
+    out = registry_history.running_sums(df, "k", 10, ("a", "b"), block_keys=3)
+    got = sorted((r["k"], r["a"], r["b"], r["_own_a"]) for r in out.collect())
+    total, want = 0, []
+    for i, v in enumerate(values):
+        total += v
+        want.append((i * 10, total, 2 * total, v))
+    assert got == want

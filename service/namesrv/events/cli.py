@@ -45,7 +45,22 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--max-events", type=int, default=0, metavar="N", help="stop after N entries (0: all)"
     )
+    export.add_argument(
+        "--shard",
+        type=_shard,
+        default=(0, 1),
+        metavar="I/N",
+        help="run as shard I of N exporters into the same --out (each writes the entries whose "
+        "ID millisecond is I mod N, with its own checkpoint; default 0/1: all)",
+    )
     return parser
+
+
+def _shard(text: str) -> tuple[int, int]:
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 0 <= int(index) < int(count) <= 1024):
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N with 0 <= I < N <= 1024")
+    return int(index), int(count)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stream = Keyspace(args.namespace or settings.namespace).events
     client = redis.Redis.from_url(url, decode_responses=False, socket_timeout=30.0)
     try:
-        exporter = Exporter(client, stream, args.out, batch=args.batch, fmt=args.format)
+        exporter = Exporter(client, stream, args.out, batch=args.batch, fmt=args.format, shard=args.shard)
         result = exporter.run(max_events=args.max_events)
     except (ExportError, FormatUnavailable, ValueError) as exc:
         print(f"namesrv events export: {exc}", file=sys.stderr)

@@ -82,7 +82,8 @@ class Gap:
 
 @dataclass
 class ExportResult:
-    exported: int = 0
+    exported: int = 0  # entries written (this shard's)
+    read: int = 0  # entries read from the stream (every shard reads all of them)
     files: int = 0
     last_id: str = ""
     gaps: list[Gap] | None = None
@@ -100,17 +101,30 @@ class Exporter:
         out: str | os.PathLike[str],
         batch: int = 20_000,
         fmt: str = "jsonl",
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be positive")
+        index, shards = shard
+        if not 0 <= index < shards:
+            raise ValueError(f"shard {index}/{shards}: need 0 <= shard < shards")
         # Before anything is read or written: a missing pyarrow must not leave half an export.
         layout.check_format(fmt)
         self.fmt = fmt
         self.client = client
         self.stream = stream
         self.out = Path(out)
-        self.meta = self.out / EXPORT_DIR
+        self.shard, self.shards = index, shards
+        # One exporter per shard, each with its own checkpoint and lock: shard i writes the
+        # entries whose ID millisecond is i modulo the shard count (every entry has exactly one
+        # owner, so N exporters never write an entry twice nor skip one); its files are named
+        # after its own first entry, so they never collide with another shard's.
+        self.tag = "all" if shards == 1 else f"shard-{index}-of-{shards}"
+        self.meta = self.out / EXPORT_DIR if shards == 1 else self.out / EXPORT_DIR / self.tag
         self.batch = batch
+
+    def owns(self, entry_id: str) -> bool:
+        return self.shards == 1 or parse_id(entry_id)[0] % self.shards == self.shard
 
     # ---- checkpoint ----
     @property
@@ -126,6 +140,11 @@ class Exporter:
             return None
         except orjson.JSONDecodeError as exc:
             raise ExportError(f"{self.checkpoint_path} is not valid JSON: {exc}") from exc
+        if data.get("shards", 1) != self.shards:
+            raise ExportError(
+                f"{self.checkpoint_path} was written by an export in {data.get('shards', 1)} shards, "
+                f"not {self.shards}: reshard into another --out"
+            )
         if data.get("stream") != self.stream:
             raise ExportError(
                 f"{self.out} holds an export of {data.get('stream')!r}, not {self.stream!r}: "
@@ -145,9 +164,11 @@ class Exporter:
             "last_id": last_id,
             "exported": exported,
             "ordinal": ordinal,
+            "shard": self.shard,
+            "shards": self.shards,
             "updated_at_ms": _now_ms(),
         }
-        _atomic_write(self.checkpoint_path, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+        _atomic_write(self.checkpoint_path, orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n", self.tag)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -210,10 +231,33 @@ class Exporter:
         return None
 
     def record_gap(self, gap: Gap) -> None:
-        with open(self.meta / "gaps.jsonl", "ab") as f:
+        # Shards share one gaps file (the pipeline reads it): O_APPEND keeps each record whole.
+        (self.out / EXPORT_DIR).mkdir(parents=True, exist_ok=True)
+        with open(self.out / EXPORT_DIR / "gaps.jsonl", "ab") as f:
             f.write(gap.to_json() + b"\n")
             f.flush()
             os.fsync(f.fileno())
+
+    def check_shard_layout(self) -> None:
+        """Refuse to mix shard counts in one folder: entries owned by shard i of N are not those
+        of shard i of M, so a resharded export would write some entries twice."""
+        root = self.out / EXPORT_DIR
+        counts = {int(d.name.rsplit("-of-", 1)[1]) for d in root.glob("shard-*-of-*") if d.is_dir()}
+        if (root / "checkpoint.json").exists():
+            counts.add(1)
+        if counts - {self.shards}:
+            found = ", ".join(str(n) for n in sorted(counts))
+            raise ExportError(
+                f"{self.out} holds an export in {found} shard(s), not {self.shards}: "
+                "reshard into another --out"
+            )
+
+    def remove_partial_files(self) -> None:
+        """Delete temporary files a killed export left (kill -9 mid-file): under the lock no
+        other export writes here, so every one is dead. Readers skip them anyway (dot names)."""
+        pattern = f".*.tmp-{self.tag}-*"
+        for stale in [*self.out.glob(f"day=*/{pattern}"), *self.meta.glob(pattern)]:
+            stale.unlink(missing_ok=True)
 
     # ---- data ----
     def write_batch(self, entries: Sequence[tuple[str, dict[str, str]]]) -> int:
@@ -226,13 +270,15 @@ class Exporter:
             folder = self.out / f"day={day}"
             folder.mkdir(parents=True, exist_ok=True)
             name = f"events-{items[0][0]}{layout.SUFFIX[self.fmt]}"
-            _atomic_write(folder / name, layout.encode(self.fmt, items))
+            _atomic_write(folder / name, layout.encode(self.fmt, items), self.tag)
         return len(by_day)
 
     def run(self, max_events: int = 0) -> ExportResult:
         """Export everything after the checkpoint (at most ``max_events`` when > 0)."""
         result = ExportResult(gaps=[])
+        self.check_shard_layout()  # before the lock creates this shard's folder
         with self.locked():
+            self.remove_partial_files()
             saved = self.read_checkpoint()
             checkpoint, total, ordinal = saved if saved else (None, 0, None)
             gap = self.detect_gap(checkpoint, ordinal)
@@ -252,8 +298,8 @@ class Exporter:
             last = checkpoint or "0-0"
             if ordinal is None or gap is not None:
                 ordinal = None  # re-anchored on the first entry read below
-            while not max_events or result.exported < max_events:
-                count = self.batch if not max_events else min(self.batch, max_events - result.exported)
+            while not max_events or result.read < max_events:
+                count = self.batch if not max_events else min(self.batch, max_events - result.read)
                 raw = self.client.xrange(self.stream, min="(" + last, max="+", count=count)
                 if not raw:
                     break
@@ -264,9 +310,11 @@ class Exporter:
                 if ordinal is None:
                     oldest, first_id = self.first_ordinal()
                     ordinal = None if oldest is None or first_id != entries[0][0] else oldest - 1
-                result.files += self.write_batch(entries)
+                own = [e for e in entries if self.owns(e[0])]
+                result.files += self.write_batch(own)
                 last = entries[-1][0]
-                result.exported += len(entries)
+                result.read += len(entries)
+                result.exported += len(own)
                 if ordinal is not None:
                     ordinal += len(entries)
                 self.write_checkpoint(last, total + result.exported, ordinal)
@@ -276,8 +324,8 @@ class Exporter:
         return result
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+def _atomic_write(path: Path, data: bytes, tag: str = "all") -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{tag}-{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()

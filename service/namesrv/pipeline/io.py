@@ -94,17 +94,6 @@ def line_ids(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
     return _line_files(spark, paths).select(first.alias("id")).filter(F.col("id") != "")
 
 
-def replace_dir(spark: SparkSession, src: str, dst: str) -> None:
-    """Move folder ``src`` to ``dst`` (replacing it) with the Hadoop FileSystem of the path: a
-    rename on local disks and HDFS, a copy on object stores."""
-    fs, source = _fs_path(spark, src)
-    _, target = _fs_path(spark, dst)
-    if fs.exists(target):
-        fs.delete(target, True)
-    if not fs.rename(source, target):
-        raise OSError(f"could not move {src} to {dst}")
-
-
 def _fs_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
     jvm = spark.sparkContext._jvm
     assert jvm is not None

@@ -81,7 +81,8 @@ def ingest(spark: SparkSession, cfg: PipelineConfig) -> None:
     """Stage 1: lines → ``events`` (deduplicated, typed, partitioned by day) + ``rejects``.
 
     Every line is parsed and checked once and written once, to a staging folder partitioned by
-    status: ``event`` becomes the events table (moved, not copied), ``reject`` the rejects.
+    status: ``event`` is read back into the events table (one write, one schema), ``reject`` the
+    rejects.
     IDs that occur on more than one line are found first by a cheap pass over the raw text (by
     hash); only the lines with such an ID (normally none) are set apart (``check``) and
     deduplicated afterwards, so the common case never shuffles the events."""
@@ -121,20 +122,27 @@ def ingest(spark: SparkSession, cfg: PipelineConfig) -> None:
         )
     finally:
         repeated.unpersist()
-    events_path = io.join(cfg.output, "events")
-    io.replace_dir(spark, io.join(staging, "status=event"), events_path)
     bad = io.join(staging, "status=reject")
     rejects = (
         dedup.line_rejects(spark.read.schema(S.STAGED_REJECT).parquet(bad))
         if io.path_exists(spark, bad)
         else spark.createDataFrame([], S.REJECTS)
     )
+    # The events table is written once, from Parquet reads of the staged rows: every file then
+    # has exactly the EVENTS columns with one nullability (a read schema is all-nullable), so
+    # pyarrow, pandas and DuckDB open the table as one dataset. Rewriting the staged Parquet is
+    # cheap next to the parse, and leaves no staging-only columns in the table.
+    events: DataFrame = spark.createDataFrame([], S.EVENTS)
+    good = io.join(staging, "status=event")
+    if io.path_exists(spark, good):
+        events = spark.read.schema(S.EVENTS).parquet(good)
     suspects = io.join(staging, "status=check")
     if io.path_exists(spark, suspects):
         staged = spark.read.schema(S.STAGED_LINE).parquet(suspects)
-        events, duplicates = dedup.split_duplicates(staged)
-        events.write.mode("append").partitionBy("day").parquet(events_path)
+        deduplicated, duplicates = dedup.split_duplicates(staged)
+        events = events.unionByName(deduplicated)
         rejects = rejects.unionByName(duplicates)
+    _write(S.conform(events, S.EVENTS), cfg.output, "events", partition_by=("day",))
     _write(rejects.coalesce(1), cfg.output, "rejects")
     io.delete_dir(spark, staging)
     _write(io.read_export_gaps(spark, cfg.inputs).coalesce(1), cfg.output, "export_gaps")

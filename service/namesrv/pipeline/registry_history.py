@@ -139,13 +139,13 @@ def registry_size(
     )
     rise_cols = ["rise_" + c for c in cols]
     full = grid.join(per_bucket, "bucket_start_ts", "left").fillna(0, subset=[*cols, *rise_cols])
-    w = Window.orderBy("bucket_start_ts").rowsBetween(Window.unboundedPreceding, 0)
     sizes = ("clusters", "broker_names", "live_brokers", "topics", "queues", "write_queues")
-    at_end = full.select(
+    totals = running_sums(full, "bucket_start_ts", bucket_ms, cols)
+    at_end = totals.select(
         "bucket_start_ts",
         *rise_cols,
-        *[F.sum(d).over(w).alias(n) for d, n in zip(cols, sizes, strict=True)],
-        *[(F.sum(d).over(w) - F.col(d)).alias("start_" + n) for d, n in zip(cols, sizes, strict=True)],
+        *[F.col(d).alias(n) for d, n in zip(cols, sizes, strict=True)],
+        *[(F.col(d) - F.col("_own_" + d)).alias("start_" + n) for d, n in zip(cols, sizes, strict=True)],
     )
     out = at_end.select(
         "bucket_start_ts",
@@ -157,6 +157,40 @@ def registry_size(
         ],
     )
     return conform(out, S.REGISTRY_SIZE)
+
+
+BLOCK_BUCKETS = 256  # buckets per block of the running sums (a year of hours: 35 blocks)
+
+
+def running_sums(
+    df: DataFrame, key: str, step: int, cols: tuple[str, ...], block_keys: int = BLOCK_BUCKETS
+) -> DataFrame:
+    """``df`` with each of ``cols`` replaced by its running sum in ``key`` order (inclusive) and
+    the row's own value kept as ``_own_<col>``; ``key`` is a multiple of ``step``.
+
+    No global window (Spark would move every row to one partition): rows are cut into blocks of
+    ``block_keys`` consecutive keys, each block sums within itself (a window partitioned
+    by block), and a small carry table (one row per block: the total of every earlier block,
+    from a join of the block totals with themselves) is added back."""
+    block = F.floor(F.col(key) / (step * block_keys)).cast("long").alias("_block")
+    blocked = df.select("*", block)
+    w = Window.partitionBy("_block").orderBy(key).rowsBetween(Window.unboundedPreceding, 0)
+    partial = blocked.select("*", *[F.sum(c).over(w).alias("_run_" + c) for c in cols])
+    totals = blocked.groupBy("_block").agg(*[F.sum(c).alias("_tot_" + c) for c in cols])
+    earlier = totals.select(F.col("_block").alias("_before"), *[F.col("_tot_" + c) for c in cols])
+    carry = (
+        totals.select("_block")
+        .join(earlier, F.col("_before") < F.col("_block"), "left")
+        .groupBy("_block")
+        .agg(*[F.coalesce(F.sum("_tot_" + c), F.lit(0)).cast("long").alias("_carry_" + c) for c in cols])
+    )
+    out = partial.join(F.broadcast(carry), "_block")
+    kept = [c for c in df.columns if c not in cols]
+    return out.select(
+        *kept,
+        *[(F.col("_carry_" + c) + F.col("_run_" + c)).alias(c) for c in cols],
+        *[F.col(c).alias("_own_" + c) for c in cols],
+    )
 
 
 def route_as_of(as_of_ms: int) -> Transform:
