@@ -1,9 +1,11 @@
 """The heal (issue #27): Redis restarts empty (SHUTDOWN NOSAVE, then a new redis-server on the
 same port, no persistence) while clients look routes up and brokers stay quiet (no heartbeat,
-no registration); the workers replay the registrations they kept. Measured: seconds from Redis
-answering again to every route whole (read from Redis itself), the errors clients saw
-(TOPIC_NOT_EXIST above all), their latency, what the workers replayed and the longest Redis
-command meanwhile."""
+no registration); the workers replay the registrations they kept.
+
+Measured: seconds from Redis answering again to every route whole (read from Redis itself); the
+errors clients saw (TOPIC_NOT_EXIST above all) and their latency, from the cached workers (the
+open-loop load) and from the uncached one (a few sequential lookups: it has no pre-loss routes to
+serve); what the workers replayed; the longest Redis command meanwhile."""
 
 from __future__ import annotations
 
@@ -21,11 +23,13 @@ from bench.fleet import Bench
 from bench.load_jobs import LoadJob
 from bench.redis_launcher import wait_for_ping
 from bench.scale.brokers import Registered
-from bench.scale.probes import lookup_window, wait_whole, whole_in_redis
+from bench.scale.probes import ROUTE_VERSION, lookup_window, wait_whole, whole_in_redis
 from bench.scale.shapes import Shape
 from bench.scale.slow import SlowCommands
-from namesrv.domain.codes import ResponseCode
+from bench.stats import percentile_ms
+from namesrv.domain.codes import RequestCode, ResponseCode
 from namesrv.procs import die_with_parent
+from namesrv.sim.client import RemotingClient
 from namesrv.store.embedded import redis_server_command
 
 METHOD = "SHUTDOWN NOSAVE, then a new redis-server on the same port (no persistence)"
@@ -75,6 +79,42 @@ async def heal_replays(urls: list[str]) -> dict[str, float]:
     return totals
 
 
+UNCACHED_PROBE_CONNS = 4  # sequential lookups in flight to the uncached worker during the heal
+
+
+async def probe(address: str, topics: list[str], stop: asyncio.Event) -> dict[str, Any]:
+    """Lookups on a few connections, one at a time each, until ``stop``: answers by code and the
+    latency tail (what a client of a worker without the route cache sees during the heal)."""
+    codes: dict[str, int] = {}
+    latencies: list[float] = []
+
+    async def one_conn(offset: int) -> None:
+        client = await RemotingClient.connect(address)
+        try:
+            i = offset
+            while not stop.is_set():
+                started = time.perf_counter()
+                reply = await client.invoke(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                    {"topic": topics[i % len(topics)]},
+                    version=ROUTE_VERSION,
+                )
+                latencies.append(time.perf_counter() - started)
+                codes[str(reply.code)] = codes.get(str(reply.code), 0) + 1
+                i += UNCACHED_PROBE_CONNS
+        finally:
+            await client.aclose()
+
+    await asyncio.gather(*(one_conn(k) for k in range(UNCACHED_PROBE_CONNS)))
+    ordered = sorted(latencies)
+    return {
+        "lookups": len(ordered),
+        "codes": codes,
+        "p99_ms": percentile_ms(ordered, 99) if ordered else None,
+        "max_ms": ordered[-1] * 1000 if ordered else None,
+    }
+
+
 async def run_heal(
     b: Bench,
     shape: Shape,
@@ -99,10 +139,15 @@ async def run_heal(
         )
 
     roles = {"server": [w.proc.pid for w in b.workers], "load": b.load_pool().pids}
+    stop = asyncio.Event()
+    uncached = b.workers[-1]  # the fleet's last worker runs without the route cache
+    probing = asyncio.create_task(probe(f"127.0.0.1:{uncached.remoting_port}", list(shape.groups_of), stop))
     try:
         window = await lookup_window(b.load_pool(), job, roles, None, on_start=restart)
         healed_s, last = await watcher[0] if watcher else (None, {"whole": False})
     finally:
+        stop.set()
+        uncached_seen = await probing
         registered.paused = False
     after = await heal_replays(urls)
     codes = window.get("error_codes", {})
@@ -116,6 +161,7 @@ async def run_heal(
         "lookups": window,
         "topic_not_exist": int(codes.get(str(int(ResponseCode.TOPIC_NOT_EXIST)), 0)),
         "system_error": int(codes.get(str(int(ResponseCode.SYSTEM_ERROR)), 0)),
+        "uncached_worker": uncached_seen,
         "replays": {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after},
         "longest_command": await slow.collect(),
     }

@@ -114,10 +114,13 @@ def _heal(rows: Rows) -> str:
         else "NOT whole in the window"
     )
     lookups = heal["lookups"]
+    probe = heal.get("uncached_worker") or {}
+    codes = ", ".join(f"{k}: {v}" for k, v in sorted(probe.get("codes", {}).items()))
     return (
         f"{whole} (away {heal.get('redis_away_s', 0):.2f} s); TOPIC_NOT_EXIST {heal['topic_not_exist']}, "
         f"SYSTEM_ERROR {heal['system_error']}; "
-        f"lookups p99 {lookups['p99_ms']:.2f} ms @ {lookups['target_rate']:,.0f}/s"
+        f"lookups p99 {lookups['p99_ms']:.2f} ms @ {lookups['target_rate']:,.0f}/s; "
+        f"uncached worker answers {{{codes}}} p99 {_num(probe.get('p99_ms'), '{:.1f}')} ms"
     )
 
 
