@@ -107,9 +107,10 @@ class Registered:
 
         return sum(await asyncio.gather(*(one(i) for i in range(len(self.brokers)))))
 
-    async def cycle(self, seconds: float) -> int:
+    async def cycle(self, seconds: float) -> tuple[int, list[str]]:
         """One re-registration cycle: every broker once (unchanged DataVersion, as every 30 s),
-        started evenly over ``seconds``."""
+        started evenly over ``seconds``. Returns the requests sent and the brokers' failures (a
+        broker that fails tries again at its next period, as a real one does)."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         step = seconds / max(1, len(self.brokers))
@@ -117,7 +118,9 @@ class Registered:
         for i in range(len(self.brokers)):
             await asyncio.sleep(max(0.0, start + i * step - loop.time()))
             tasks.append(asyncio.create_task(self.register_one(i)))
-        return sum(await asyncio.gather(*tasks))
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        failed = [f"{type(d).__name__}: {d}" for d in done if isinstance(d, BaseException)]
+        return sum(d for d in done if isinstance(d, int)), failed
 
     async def _keep_alive(self) -> None:
         while True:

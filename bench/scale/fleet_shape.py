@@ -8,6 +8,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -117,20 +118,14 @@ class ShapeRun:
             await self.phase("registration", lambda: self.registration(b, reg, slow))
             await self.phase("memory", lambda: self.memory(b))
             await self.phase("admin", lambda: admin_calls(f"127.0.0.1:{b.workers[0].remoting_port}"))
-            lookups = await self.phase("lookups", lambda: self.lookups(b, slow))
+            await self.phase("lookups", lambda: self.lookups(b, slow))
             await self.phase("cycle", lambda: self.cycle(b, reg, slow))
-            peak = (lookups or {}).get("cached", {}).get("peak_rps") or 0.0
-            if peak > 0:
-                cached = b.workers[: cfg.workers]
-                job = lookup_job(
-                    cfg,
-                    "heal",
-                    tuple(w.remoting for w in cached),
-                    list(self.shape.groups_of),
-                    peak * cfg.heal_load_fraction,
-                )
-                job = LoadJob(**{**job.__dict__, "duration": cfg.heal_seconds})
-                await self.phase("heal", lambda: run_heal(b, self.shape, reg, job, slow))
+            cached = b.workers[: cfg.workers]
+            job = lookup_job(
+                cfg, "heal", tuple(w.remoting for w in cached), list(self.shape.groups_of), cfg.heal_rate
+            )
+            job = replace(job, duration=cfg.heal_seconds)
+            await self.phase("heal", lambda: run_heal(b, self.shape, reg, job, slow))
             self.out["rss_mib_at_end"] = {
                 w.proc.name: rss_mib(w.proc.pid) for w in b.workers if w.proc.alive()
             }
@@ -229,13 +224,14 @@ class ShapeRun:
         meter = procs.CpuMeter({"workers": [w.proc.pid for w in b.workers], "redis": [b.redis_proc.pid]})
         meter.start()
         started = time.perf_counter()
-        requests = await reg.cycle(self.cfg.cycle_seconds)
+        requests, failed = await reg.cycle(self.cfg.cycle_seconds)
         wall = time.perf_counter() - started
         cores = meter.stop()
         stats = await commandstats(b.redis)
         return {
             "seconds": round(wall, 2),
             "requests": requests,
+            "failed": failed,
             "cpu_seconds": {k: round(cores[k] * wall, 3) for k in ("workers", "redis")},
             "redis_ms_per_request": sum(v["usec"] for v in stats.values()) / 1000 / max(requests, 1),
             "longest_command": await slow.collect(),

@@ -69,12 +69,13 @@ async def run_peer_shape(
         progress(f"{shape.name} on {peer.name}: cycle")
         meter.start()
         started = time.perf_counter()
-        cycle_requests = await registered.cycle(cfg.cycle_seconds)
+        cycle_requests, failed = await registered.cycle(cfg.cycle_seconds)
         wall = time.perf_counter() - started
         cores = meter.stop()
         out["cycle"] = {
             "seconds": round(wall, 2),
             "requests": cycle_requests,
+            "failed": failed,
             "cpu_seconds": {"server": round(cores["server"] * wall, 3)} if peer.pid else None,
         }
         out["memory"] = {"peer_rss_mib": rss_mib(peer.pid) if peer.pid else None}

@@ -29,9 +29,10 @@ def _lookup(kind: str) -> Cell:
         row = _get(rows, "lookups", kind)
         if row is None:
             return "n/a" if "not_run" in rows and kind != "peer" else "-"
+        other = row.get("cores", {}).get("other", 0.0)
         return (
             f"{row['p50_ms']:.2f} / {row['p99_ms']:.2f} ms @ {row['target_rate']:,.0f}/s "
-            f"(peak {row['peak_rps']:,.0f}/s, {row['errors']} errors)"
+            f"(peak {row['peak_rps']:,.0f}/s, {row['errors']} errors; other processes {other:.1f} cores)"
         )
 
     return cell
@@ -65,7 +66,10 @@ def _cpu(phase: str) -> Cell:
         cpu = _get(rows, phase, "cpu_seconds")
         if cpu is None:
             return "n/a" if "not_run" in rows else "-"
-        return ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+        failed = _get(rows, phase, "failed")
+        return ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()) + (
+            f" ({len(failed)} failed)" if failed else ""
+        )
 
     return cell
 

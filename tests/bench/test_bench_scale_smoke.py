@@ -110,7 +110,15 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
         assert set(row) == LOOKUP_KEYS
         assert (row["mode"], row["errors"], row["workers"]) == ("open", 0, 1)
     cycle = rows["cycle"]
-    assert set(cycle) == {"seconds", "requests", "cpu_seconds", "redis_ms_per_request", "longest_command"}
+    assert set(cycle) == {
+        "seconds",
+        "requests",
+        "failed",
+        "cpu_seconds",
+        "redis_ms_per_request",
+        "longest_command",
+    }
+    assert cycle["failed"] == []
     assert cycle["requests"] == FACTS[name]["register_requests"]
     heal = rows["heal"]
     assert set(heal) == HEAL_KEYS
