@@ -211,6 +211,13 @@ class ShapeRun:
             row["peak_redis_us_per_lookup"] = peak.get("redis_us_per_lookup")
             row["workers"] = len(workers)
             out[kind] = row
+            if kind == "cached":
+                # the same workers at the heal's fixed client load: the heal row's baseline, and
+                # a figure a busy machine cannot push into overload the way 80% of a peak can
+                fixed = await lookup_window(
+                    pool, lookup_job(cfg, "cached/fixed", targets, topics, cfg.heal_rate), roles, b.redis
+                )
+                out["cached_fixed"] = fixed
             self.progress(
                 f"  {kind}: peak {peak['rps']:,.0f}/s; at {rate:,.0f}/s p50 {row['p50_ms']:.2f} ms "
                 f"p99 {row['p99_ms']:.2f} ms, errors {row['errors']}"

@@ -176,6 +176,9 @@ async def lookup_window(
             "p50_ms",
             "p99_ms",
             "max_ms",
+            # the generator's own state: sends late on their schedule, its busiest process's core
+            "late_fraction",
+            "loadgen_core_max",
         )
     }
     row["cores"] = with_other(cores)

@@ -53,6 +53,15 @@ def _admin(name: str) -> Cell:
     return cell
 
 
+def _fixed(rows: Rows) -> str:
+    row = _get(rows, "lookups", "cached_fixed")
+    if row is None:
+        return "n/a" if "not_run" in rows else "-"
+    return (
+        f"{row['p50_ms']:.2f} / {row['p99_ms']:.2f} ms @ {row['target_rate']:,.0f}/s ({row['errors']} errors)"
+    )
+
+
 def _registration(rows: Rows) -> str:
     reg = rows.get("registration")
     if reg is None:
@@ -141,6 +150,7 @@ ROWS: tuple[tuple[str, Cell], ...] = (
     ("cached lookups p50 / p99 (80% of peak)", _lookup("cached")),
     ("uncached lookups p50 / p99 (80% of peak)", _lookup("uncached")),
     ("peer lookups p50 / p99 (80% of peak)", _lookup("peer")),
+    ("cached lookups p50 / p99 at the heal's fixed rate", _fixed),
     (
         "worker µs CPU / cached, uncached lookup",
         lambda r: " / ".join(

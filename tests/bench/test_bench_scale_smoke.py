@@ -55,6 +55,8 @@ LOOKUP_KEYS = {
     "p50_ms",
     "p99_ms",
     "max_ms",
+    "late_fraction",
+    "loadgen_core_max",
     "cores",
     "server_us_per_lookup",
     "redis_us_per_lookup",
@@ -104,7 +106,15 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
     for call in rows["admin"].values():
         assert set(call) == ADMIN_KEYS
         assert (call["outcome"], call["code"], call["over_frame_limit"]) == ("ok", 0, False)
-    assert set(rows["lookups"]) == {"cached", "uncached", "longest_command"}
+    assert set(rows["lookups"]) == {"cached", "cached_fixed", "uncached", "longest_command"}
+    fixed = rows["lookups"]["cached_fixed"]
+    assert set(fixed) == LOOKUP_KEYS - {
+        "peak_rps",
+        "peak_server_us_per_lookup",
+        "peak_redis_us_per_lookup",
+        "workers",
+    }
+    assert (fixed["mode"], fixed["target_rate"], fixed["errors"]) == ("open", 300.0, 0)
     for kind in ("cached", "uncached"):
         row = rows["lookups"][kind]
         assert set(row) == LOOKUP_KEYS
