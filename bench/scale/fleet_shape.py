@@ -226,6 +226,8 @@ class ShapeRun:
         return out
 
     async def cycle(self, b: Bench, reg: Registered, slow: SlowCommands) -> dict[str, Any]:
+        # a worker still draining the backlog of an overloaded lookup window would be counted
+        settled = await procs.settle([w.proc.pid for w in b.workers] + [b.redis_proc.pid], limit=60.0)
         await reset_stats(b.redis)
         await slow.collect()
         meter = procs.CpuMeter({"workers": [w.proc.pid for w in b.workers], "redis": [b.redis_proc.pid]})
@@ -237,6 +239,7 @@ class ShapeRun:
         stats = await commandstats(b.redis)
         return {
             "seconds": round(wall, 2),
+            "settled_s": round(settled, 1),
             "requests": requests,
             "failed": failed,
             "cpu_seconds": {k: round(cores[k] * wall, 3) for k in ("workers", "redis")},

@@ -123,6 +123,7 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
     cycle = rows["cycle"]
     assert set(cycle) == {
         "seconds",
+        "settled_s",
         "requests",
         "failed",
         "cpu_seconds",
