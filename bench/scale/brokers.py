@@ -34,14 +34,17 @@ class Registered:
     heartbeats: bool = True
     latencies: list[float] = field(default_factory=list)
     _bodies: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    _connected: set[int] = field(default_factory=set)
     _keepalive: asyncio.Task[None] | None = None
     _stamp: int = field(default_factory=lambda: int(time.time() * 1000))
 
     async def connect(self) -> None:
-        for i, spec in enumerate(self.shape.brokers):
-            client = await RemotingClient.connect(self.addresses[i % len(self.addresses)])
+        """The brokers, each connecting just before its first registration: a server closes a
+        connection that sends nothing for firstFrameDeadlineSeconds (10 s), and brokers waiting
+        for a registration slot, or for the bench to encode their bodies, would."""
+        for spec in self.shape.brokers:
             broker = SimBroker(
-                client,
+                RemotingClient(),  # not connected yet: it gives body() the protocol version
                 CLUSTER,
                 spec.name,
                 spec.addr,
@@ -77,6 +80,9 @@ class Registered:
         """Every request of broker ``index`` (one, or its split batches in turn, as a 5.x broker
         sends them); returns the requests sent."""
         broker, spec = self.brokers[index], self.specs[index]
+        if index not in self._connected:
+            broker.client = await RemotingClient.connect(self.addresses[index % len(self.addresses)])
+            self._connected.add(index)
         batches = self._batches(spec)
         for n, topics in enumerate(batches):
             body = self._body(broker, spec, n, topics)
@@ -128,6 +134,8 @@ class Registered:
             if self.paused:
                 continue
             for i, broker in enumerate(self.brokers):
+                if i not in self._connected:
+                    continue
                 with contextlib.suppress(Exception):
                     if self.heartbeats:
                         broker.heartbeat()
@@ -139,7 +147,7 @@ class Registered:
             self._keepalive.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._keepalive
-        for broker in self.brokers:
+        for i in sorted(self._connected):
             with contextlib.suppress(Exception):
-                await broker.unregister()
-            await broker.client.aclose()
+                await self.brokers[i].unregister()
+            await self.brokers[i].client.aclose()
