@@ -18,7 +18,10 @@ from namesrv.sim.client import RemotingClient
 LONG_TIMEOUT_MS = 3_600_000  # brokers must outlive the run: no expiry while a phase pauses them
 KEEPALIVE_S = 10.0  # under the server's 120 s idle limit for a connection, as real brokers do
 REGISTER_TIMEOUT_S = 120.0
-REREGISTER_S = 30.0  # a peer without BROKER_HEARTBEAT: what a broker does
+REREGISTER_S = 30.0
+RETRIED = frozenset({1, 2})  # SYSTEM_ERROR ("Redis unavailable: ..."), SYSTEM_BUSY
+RETRIES = 5
+RETRY_WAIT_S = 0.5  # a peer without BROKER_HEARTBEAT: what a broker does
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Registered:
     # False (a Java 4.9.x peer: no BROKER_HEARTBEAT, 120 s expiry): keep alive by re-registering
     heartbeats: bool = True
     latencies: list[float] = field(default_factory=list)
+    retries: int = 0  # registrations sent again after SYSTEM_ERROR / SYSTEM_BUSY
     _bodies: dict[tuple[int, int], bytes] = field(default_factory=dict)
     _connected: set[int] = field(default_factory=set)
     _keepalive: asyncio.Task[None] | None = None
@@ -86,11 +90,18 @@ class Registered:
         batches = self._batches(spec)
         for n, topics in enumerate(batches):
             body = self._body(broker, spec, n, topics)
-            started = time.perf_counter()
-            reply = await broker.client.invoke(
-                RequestCode.REGISTER_BROKER, broker.header(body), body, timeout=REGISTER_TIMEOUT_S
-            )
-            self.latencies.append(time.perf_counter() - started)
+            for attempt in range(RETRIES + 1):
+                started = time.perf_counter()
+                reply = await broker.client.invoke(
+                    RequestCode.REGISTER_BROKER, broker.header(body), body, timeout=REGISTER_TIMEOUT_S
+                )
+                self.latencies.append(time.perf_counter() - started)
+                if reply.code not in RETRIED or attempt == RETRIES:
+                    break
+                # Redis answering late (a starved machine) or the worker shedding load: a broker
+                # tries again (at its next period; sooner here, and counted)
+                self.retries += 1
+                await asyncio.sleep(RETRY_WAIT_S)
             if reply.code != 0:
                 raise RuntimeError(
                     f"REGISTER_BROKER of {spec.name}/{spec.broker_id}: {reply.code} {reply.remark}"

@@ -161,6 +161,7 @@ class ShapeRun:
         lat = sorted(reg.latencies)
         return {
             "requests": requests,
+            "retries": reg.retries,
             "all_replied_s": round(replied, 3),
             "whole_s": None if whole_s is None else round(replied + whole_s, 3),
             "whole": bool(state.get("whole")),
