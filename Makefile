@@ -13,7 +13,7 @@ EXTRAS ?= embedded,pipeline
 GROUPS ?= dev docs
 RUN_EXTRAS ?= embedded
 
-.PHONY: help install install-run run test test-fast test-unit lint format config clean bench bench-smoke bench-pipeline abuse lock image image-test docs  ## (targets)
+.PHONY: help install install-run run test test-fast test-unit lint format config clean bench bench-smoke bench-scale bench-pipeline abuse lock image image-test docs  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -106,6 +106,12 @@ bench: install  ## Benchmark the fleet against its targets: one table (+ JSON in
 
 bench-smoke: install  ## The benchmark at tiny sizes (~40 s): checks the harness works, numbers mean nothing
 	$(BIN)/python -m bench --smoke $(BENCH_ARGS)
+
+# SCALE_ARGS passes flags through, e.g. make bench-scale SCALE_ARGS="--scale 0.05 --shape rip29"
+SCALE_ARGS ?=
+
+bench-scale: install  ## Issue #27's shapes (RIP-29, wide, many-topics) and the heal; full size takes long: see --scale
+	$(BIN)/python -m bench.scale $(SCALE_ARGS)
 
 # ABUSE_ARGS passes flags through, e.g. make abuse ABUSE_ARGS="--seconds 10 --scenarios baseline,kv-flood"
 ABUSE_ARGS ?=

@@ -1,0 +1,167 @@
+"""The heal (issue #27): Redis restarts empty (SHUTDOWN NOSAVE, then a new redis-server on the
+same port, no persistence) while clients look routes up and brokers stay quiet (no heartbeat,
+no registration); the workers replay the registrations they kept.
+
+Measured: seconds from Redis answering again to every route whole (read from Redis itself); the
+errors clients saw (TOPIC_NOT_EXIST above all) and their latency, from the cached workers (the
+open-loop load) and from the uncached one (a few sequential lookups: it has no pre-loss routes to
+serve); what the workers replayed; the longest Redis command meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench import procs
+from bench.fleet import Bench
+from bench.load_jobs import LoadJob
+from bench.redis_launcher import wait_for_ping
+from bench.scale.brokers import Registered
+from bench.scale.probes import ROUTE_VERSION, lookup_window, wait_whole, whole_in_redis
+from bench.scale.shapes import Shape
+from bench.scale.slow import SlowCommands
+from bench.stats import percentile_ms
+from namesrv.domain.codes import RequestCode, ResponseCode
+from namesrv.procs import die_with_parent
+from namesrv.sim.client import RemotingClient
+from namesrv.store.embedded import redis_server_command
+
+METHOD = "SHUTDOWN NOSAVE, then a new redis-server on the same port (no persistence)"
+REPLAYS_METRIC = "namesrv_heal_replays_total{"
+
+
+def _spawn_on(port: int, log_dir: Path) -> procs.Proc:
+    """redis-server on ``port`` (the one the workers know), no persistence: it starts empty."""
+    log_path = log_dir / "redis-restarted.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed by Proc.stop
+    popen = subprocess.Popen(
+        redis_server_command(port, log_dir / "redis-data", append_only=False),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent(),
+    )
+    return procs.Proc("redis", popen, log_path, log)
+
+
+async def restart_empty(b: Bench) -> float:
+    """Stop Redis without saving and start an empty one on the same port; returns the seconds
+    Redis was away. ``b.redis_proc`` becomes the new process (the bench stops it at the end)."""
+    port = int(b.redis_url.rsplit(":", 1)[1].split("/")[0])
+    started = time.perf_counter()
+    with contextlib.suppress(Exception):  # the server closes the connection as it goes
+        await b.redis.shutdown(nosave=True)
+    await asyncio.to_thread(b.redis_proc.popen.wait, 10)
+    await b.redis_proc.stop()
+    b.redis_proc = await asyncio.to_thread(_spawn_on, port, b.log_dir)
+    popen = b.redis_proc.popen
+    await asyncio.to_thread(wait_for_ping, b.redis_url, popen, log_tail=b.redis_proc.log_tail)
+    return time.perf_counter() - started
+
+
+async def heal_replays(urls: list[str]) -> dict[str, float]:
+    """The workers' heal replays so far, by outcome, summed over ``urls``."""
+    totals: dict[str, float] = {}
+    async with aiohttp.ClientSession() as session:
+        for url in urls:
+            async with session.get(f"{url}/metrics") as resp:
+                text = await resp.text()
+            for line in text.splitlines():
+                if line.startswith(REPLAYS_METRIC):
+                    outcome = line.split('"')[1]
+                    totals[outcome] = totals.get(outcome, 0.0) + float(line.rsplit(" ", 1)[1])
+    return totals
+
+
+UNCACHED_PROBE_CONNS = 4  # sequential lookups in flight to the uncached worker during the heal
+
+
+async def probe(address: str, topics: list[str], stop: asyncio.Event) -> dict[str, Any]:
+    """Lookups on a few connections, one at a time each, until ``stop``: answers by code and the
+    latency tail (what a client of a worker without the route cache sees during the heal)."""
+    codes: dict[str, int] = {}
+    latencies: list[float] = []
+
+    async def one_conn(offset: int) -> None:
+        client = await RemotingClient.connect(address)
+        try:
+            i = offset
+            while not stop.is_set():
+                started = time.perf_counter()
+                reply = await client.invoke(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                    {"topic": topics[i % len(topics)]},
+                    version=ROUTE_VERSION,
+                )
+                latencies.append(time.perf_counter() - started)
+                codes[str(reply.code)] = codes.get(str(reply.code), 0) + 1
+                i += UNCACHED_PROBE_CONNS
+        finally:
+            await client.aclose()
+
+    await asyncio.gather(*(one_conn(k) for k in range(UNCACHED_PROBE_CONNS)))
+    ordered = sorted(latencies)
+    return {
+        "lookups": len(ordered),
+        "codes": codes,
+        "p99_ms": percentile_ms(ordered, 99) if ordered else None,
+        "max_ms": ordered[-1] * 1000 if ordered else None,
+    }
+
+
+async def run_heal(
+    b: Bench,
+    shape: Shape,
+    registered: Registered,
+    job: LoadJob,
+    slow: SlowCommands,
+) -> dict[str, Any]:
+    """``job``: open-loop lookups to the cached workers; its window starts with the restart."""
+    urls = [w.url for w in b.workers]
+    before = await heal_replays(urls)
+    registered.paused = True
+    timings: dict[str, Any] = {}
+    watcher: list[asyncio.Task[tuple[float | None, dict[str, Any]]]] = []
+
+    async def restart() -> None:
+        timings["redis_away_s"] = round(await restart_empty(b), 3)
+        await slow.start()  # a new server: the SLOWLOG settings again
+        watcher.append(
+            asyncio.create_task(
+                wait_whole(lambda: whole_in_redis(b.redis, b.cfg.namespace, shape), limit=job.duration)
+            )
+        )
+
+    roles = {"server": [w.proc.pid for w in b.workers], "load": b.load_pool().pids}
+    stop = asyncio.Event()
+    uncached = b.workers[-1]  # the fleet's last worker runs without the route cache
+    probing = asyncio.create_task(probe(f"127.0.0.1:{uncached.remoting_port}", list(shape.groups_of), stop))
+    try:
+        window = await lookup_window(b.load_pool(), job, roles, None, on_start=restart)
+        healed_s, last = await watcher[0] if watcher else (None, {"whole": False})
+    finally:
+        stop.set()
+        uncached_seen = await probing
+        registered.paused = False
+    after = await heal_replays(urls)
+    codes = window.get("error_codes", {})
+    return {
+        "method": METHOD,
+        "brokers_quiet": True,
+        **timings,
+        "whole_after_s": None if healed_s is None else round(healed_s, 3),
+        "whole": bool(last.get("whole")),
+        "state_at_end": last,
+        "lookups": window,
+        "topic_not_exist": int(codes.get(str(int(ResponseCode.TOPIC_NOT_EXIST)), 0)),
+        "system_error": int(codes.get(str(int(ResponseCode.SYSTEM_ERROR)), 0)),
+        "uncached_worker": uncached_seen,
+        "replays": {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after},
+        "longest_command": await slow.collect(),
+    }

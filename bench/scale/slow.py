@@ -1,0 +1,45 @@
+"""The longest Redis command of a phase (any command, Lua scripts named), from SLOWLOG."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from bench.redisstats import LUA_COMMANDS, script_names
+
+MAX_LEN = 10_000
+
+
+@dataclass
+class SlowCommands:
+    redis: Redis
+    threshold_us: int
+    names: dict[str, str]
+
+    @classmethod
+    def of(cls, redis: Redis, threshold_us: int) -> SlowCommands:
+        return cls(redis, threshold_us, script_names())
+
+    async def start(self) -> None:
+        await self.redis.config_set("slowlog-max-len", MAX_LEN)
+        await self.redis.config_set("slowlog-log-slower-than", self.threshold_us)
+        await self.redis.slowlog_reset()
+
+    async def collect(self) -> dict[str, Any]:
+        """The longest command logged since the last collect (and how many were logged), then reset."""
+        entries: list[dict[str, Any]] = await self.redis.slowlog_get(-1)
+        await self.redis.slowlog_reset()
+        longest: dict[str, Any] = {"ms": 0.0, "command": "", "logged": len(entries)}
+        for entry in entries:
+            micros = int(entry["duration"])
+            if micros / 1000 <= longest["ms"]:
+                continue
+            raw = entry["command"]
+            words = (raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)).split(" ")
+            name = words[0].lower()
+            if name in LUA_COMMANDS and len(words) > 1:
+                name = f"{name} {self.names.get(words[1].lower(), words[1][:12])}"
+            longest.update(ms=micros / 1000, command=name)
+        return longest

@@ -1,0 +1,193 @@
+"""``python -m bench.scale --smoke`` (``make bench-scale`` at tiny sizes) goes end to end: every
+shape on our fleet prints every row of issue #27 and writes the JSON with exactly the structure
+the report and docs/capacity.md read. Values checked are sizes and outcomes, never timings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench.scale.report import ROWS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# the --smoke sizes (bench/scale/config.py SMOKE): groups, brokers, topics, queue entries, requests
+FACTS = {
+    "rip29": {"groups": 3, "brokers": 9, "topics": 40, "queue_entries": 120, "register_requests": 9},
+    "wide": {"groups": 1, "brokers": 1, "topics": 1700, "queue_entries": 1700, "register_requests": 3},
+    "many": {"groups": 4, "brokers": 4, "topics": 30, "queue_entries": 120, "register_requests": 4},
+}
+FLEET_KEYS = {
+    "facts",
+    "redis_before",
+    "registration",
+    "memory",
+    "admin",
+    "lookups",
+    "cycle",
+    "heal",
+    "phase_seconds",
+    "rss_mib_at_end",
+}
+REGISTRATION_KEYS = {
+    "requests",
+    "retries",
+    "all_replied_s",
+    "whole_s",
+    "whole",
+    "state",
+    "request_p50_ms",
+    "request_max_ms",
+    "cpu_seconds",
+    "redis_ms_per_request",
+    "longest_command",
+}
+LOOKUP_KEYS = {
+    "mode",
+    "target_rate",
+    "rps",
+    "completed",
+    "errors",
+    "error_codes",
+    "p50_ms",
+    "p99_ms",
+    "max_ms",
+    "late_fraction",
+    "loadgen_core_max",
+    "cores",
+    "server_us_per_lookup",
+    "redis_us_per_lookup",
+    "redis_calls_per_lookup",
+    "peak_rps",
+    "peak_server_us_per_lookup",
+    "peak_redis_us_per_lookup",
+    "workers",
+}
+ADMIN_KEYS = {"outcome", "code", "body_bytes", "over_frame_limit", "ms"}
+HEAL_KEYS = {
+    "method",
+    "brokers_quiet",
+    "redis_away_s",
+    "whole_after_s",
+    "whole",
+    "state_at_end",
+    "lookups",
+    "topic_not_exist",
+    "system_error",
+    "uncached_worker",
+    "replays",
+    "longest_command",
+}
+LONGEST_KEYS = {"ms", "command", "logged"}
+
+
+def _check_shape(name: str, rows: dict[str, Any]) -> None:
+    assert set(rows) == FLEET_KEYS, name
+    assert rows["facts"] == FACTS[name]
+    reg = rows["registration"]
+    assert set(reg) == REGISTRATION_KEYS
+    assert reg["requests"] == FACTS[name]["register_requests"]
+    assert reg["whole"] is True
+    assert reg["state"]["topics"] == FACTS[name]["topics"]
+    assert reg["state"]["live_brokers"] == FACTS[name]["brokers"]
+    assert set(reg["cpu_seconds"]) == {"workers", "redis"}
+    assert set(reg["longest_command"]) == LONGEST_KEYS
+    assert set(rows["memory"]) == {
+        "redis_used_mib",
+        "redis_dataset_mib",
+        "redis_bytes_per_queue_entry",
+        "worker_rss_mib",
+    }
+    assert sorted(rows["memory"]["worker_rss_mib"]) == ["worker-0", "worker-uncached"]
+    assert set(rows["admin"]) == {"all_topic_list", "cluster_info", "topics_by_cluster"}
+    for call in rows["admin"].values():
+        assert set(call) == ADMIN_KEYS
+        assert (call["outcome"], call["code"], call["over_frame_limit"]) == ("ok", 0, False)
+    assert set(rows["lookups"]) == {"cached", "cached_fixed", "uncached", "longest_command"}
+    fixed = rows["lookups"]["cached_fixed"]
+    assert set(fixed) == LOOKUP_KEYS - {
+        "peak_rps",
+        "peak_server_us_per_lookup",
+        "peak_redis_us_per_lookup",
+        "workers",
+    }
+    assert (fixed["mode"], fixed["target_rate"]) == ("open", 300.0)
+    for kind in ("cached", "uncached"):
+        row = rows["lookups"][kind]
+        assert set(row) == LOOKUP_KEYS
+        # errors (a worker shedding load) depend on the machine: not asserted
+        assert (row["mode"], row["workers"]) == ("open", 1)
+    cycle = rows["cycle"]
+    assert set(cycle) == {
+        "seconds",
+        "settled_s",
+        "requests",
+        "failed",
+        "cpu_seconds",
+        "redis_ms_per_request",
+        "longest_command",
+    }
+    # a request Redis answers too late on a busy machine is listed, not sent again
+    if not cycle["failed"]:
+        assert cycle["requests"] == FACTS[name]["register_requests"]
+    heal = rows["heal"]
+    assert set(heal) == HEAL_KEYS
+    assert heal["method"].startswith("SHUTDOWN NOSAVE")
+    assert heal["lookups"]["mode"] == "open"
+    assert set(heal["uncached_worker"]) == {"lookups", "codes", "p99_ms", "max_ms"}
+    # the workers replayed what they kept (a replay Redis answers too late counts as failed)
+    assert sum(heal["replays"].values()) >= 1
+    assert set(rows["rss_mib_at_end"]) == {"worker-0", "worker-uncached"}
+
+
+@pytest.mark.timeout(900)
+def test_scale_smoke_prints_every_row_and_writes_json(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.scale", "--smoke", "--out-dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=870,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + "\n" + proc.stderr[-6000:]
+    result = json.loads((tmp_path / "latest.json").read_text())
+    assert set(result) == {"config", "meta", "shapes", "table"}
+    assert list(result["shapes"]) == ["rip29", "wide", "many"]
+    for name, targets in result["shapes"].items():
+        assert list(targets) == ["fleet"]
+        _check_shape(name, targets["fleet"])
+    lines = result["table"].splitlines()
+    header = next(line for line in lines if line.startswith("| row |"))
+    assert header == "| row | rip29 / fleet | wide / fleet | many / fleet |"
+    for label, _ in ROWS:
+        row = next(line for line in lines if line.startswith(f"| {label} |"))
+        assert row.count(" | ") == 3, row
+    assert result["table"] in proc.stdout
+
+
+def test_scale_flags_shrink_every_shape() -> None:
+    from bench.scale.config import parse_config
+    from bench.scale.shapes import build
+
+    cfg = parse_config(["--scale", "0.01", "--shape", "rip29,many,wide"])
+    assert (cfg.rip29_groups, cfg.rip29_topics, cfg.wide_topics) == (10, 1000, 1000)
+    assert (cfg.many_groups, cfg.many_topics) == (8, 1000)  # 10 groups, to a multiple of 4
+    assert build("rip29", cfg).facts() == {
+        "groups": 10,
+        "brokers": 30,
+        "topics": 1000,
+        "queue_entries": 10_000,
+        "register_requests": 30,
+    }
+    assert build("wide", cfg).facts()["register_requests"] == 2  # 1000 topics in batches of 800
+    many = build("many", cfg)
+    assert many.facts()["topics"] == 2 * 1000
+    assert set(many.groups_of.values()) == {4}
+    with pytest.raises(SystemExit):
+        parse_config(["--shape", "nope"])
+    with pytest.raises(SystemExit):
+        parse_config(["--many-groups", "10"])
