@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from bench.scale.report import ROWS
 
 ROOT = Path(__file__).resolve().parents[2]
