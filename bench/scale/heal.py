@@ -21,7 +21,6 @@ import aiohttp
 from bench import procs
 from bench.fleet import Bench
 from bench.load_jobs import LoadJob
-from bench.redis_launcher import wait_for_ping
 from bench.scale.brokers import Registered
 from bench.scale.probes import ROUTE_VERSION, lookup_window, wait_whole, whole_in_redis
 from bench.scale.shapes import Shape
@@ -31,6 +30,7 @@ from namesrv.domain.codes import RequestCode, ResponseCode
 from namesrv.procs import die_with_parent
 from namesrv.sim.client import RemotingClient
 from namesrv.store.embedded import redis_server_command
+from support.redis_launcher import wait_for_ping
 
 METHOD = "SHUTDOWN NOSAVE, then a new redis-server on the same port (no persistence)"
 REPLAYS_METRIC = "namesrv_heal_replays_total{"
