@@ -308,18 +308,6 @@ class Settings:
         lo=0,
         hi=60000,
     )
-    watchMaxWatchers: int = _opt(
-        1000,
-        "Route watchers (SSE streams and long-polls) one worker holds at once; more get HTTP 503.",
-        lo=0,
-        hi=100_000,
-    )
-    watchMaxWaitSeconds: float = _opt(
-        300.0,
-        "Longest a route long-poll (GET /v1/routes/{topic}?watch=...&wait=...) may block.",
-        lo=1,
-        hi=3600,
-    )
     emulatedVersion: int = _opt(479, "RocketMQ version ordinal put in replies (479 = 5.3.3).", lo=0, hi=32767)
     allowRemoteConfigUpdate: bool = _opt(
         False, "Accept UPDATE_NAMESRV_CONFIG (318) and PUT /v1/config; off answers NO_PERMISSION."

@@ -65,7 +65,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "namesrv.__main__",
             "namesrv.__init__",
             "namesrv.sim",
-            "namesrv.client",  # programs' side of the HTTP API (imports nothing of the server)
             "namesrv.pipeline",
             "namesrv.security.reload",  # an app context: starts with the worker
             "namesrv.events.budget",  # an app context

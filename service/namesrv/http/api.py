@@ -9,15 +9,15 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from namesrv.domain.codes import ResponseCode
-from namesrv.domain.errors import BadRequest, NotFound, PermissionDenied
+from namesrv.domain.codes import ResponseCode, topic_not_exist_remark
+from namesrv.domain.errors import BadRequest, NotFound, NotReady, PermissionDenied
 from namesrv.domain.model import ClusterInfo, check_name
+from namesrv.domain.routes import filter_by_zone
 from namesrv.http import payloads as p
-from namesrv.http import watch
 from namesrv.http.openapi import OPENAPI
 from namesrv.keys import ACL_FIELDS, AUTHORIZER, HEALTH, METRICS, SCRIPTS, SERVICE, WORKER
 from namesrv.protocol.fastjson import Dialect, dumps
-from namesrv.protocol.render import cluster_info_obj, data_version_obj
+from namesrv.protocol.render import cluster_info_obj, data_version_obj, route_obj
 from namesrv.registry.config_update import apply_update
 from namesrv.security.http_auth import http_peer
 
@@ -182,6 +182,19 @@ async def broker_member_group(request: web.Request) -> web.Response:
 
 
 # ---- routes and clusters ----
+async def route(request: web.Request) -> web.Response:
+    if request.app[WORKER].waiting_for_service():
+        raise NotReady()
+    topic = check_name(request.match_info["topic"], "topic")
+    entry = await request.app[SERVICE].route_entry(topic)
+    if entry is None:
+        raise NotFound(topic_not_exist_remark(topic), ResponseCode.TOPIC_NOT_EXIST)
+    zone = request.query.get("zone") if request.query_string else None  # parse only if there is one
+    if zone:
+        return fastjson_response(route_obj(filter_by_zone(entry.data, zone)))
+    return web.Response(body=entry.encoded(Dialect.STANDARD), content_type=JSON)
+
+
 async def cluster(request: web.Request) -> web.Response:
     info: ClusterInfo = await request.app[SERVICE].cluster_info()
     return fastjson_response(cluster_info_obj(info))
@@ -312,8 +325,7 @@ def setup_routes(app: web.Application) -> None:
     r.add_post("/v1/brokers/{brokerName}/wipe-write-perm", wipe_write_perm, name="wipeWritePerm")
     r.add_post("/v1/brokers/{brokerName}/add-write-perm", add_write_perm, name="addWritePerm")
     r.add_get("/v1/brokers/{brokerName}", broker_member_group, name="brokerMemberGroup")
-    r.add_get("/v1/routes/{topic}", watch.route, name="route")
-    watch.add_routes(r)
+    r.add_get("/v1/routes/{topic}", route, name="route")
     r.add_get("/v1/cluster", cluster, name="clusterInfo")
     r.add_get("/v1/topics", topics, name="topicList")
     r.add_get("/v1/topics/system", system_topics, name="systemTopicList")

@@ -289,42 +289,8 @@ OPENAPI: dict[str, Any] = {
             "get": _op(
                 "route",
                 "GET_ROUTEINFO_BY_TOPIC (105)",
-                _resp(
-                    "route (header ETag: its version; 304 Not Modified: unchanged)",
-                    _ref("TopicRouteData"),
-                    404,
-                ),
-                params=[
-                    TOPIC,
-                    _query("zone", "only brokers of this zone (and masterless ones)"),
-                    _query(
-                        "watch",
-                        'long-poll: an ETag from an earlier answer ("absent" for a missing topic); '
-                        "answers at once if the route's version differs, else when it changes",
-                    ),
-                    _query(
-                        "wait", "long-poll: longest wait in seconds (default 30, at most watchMaxWaitSeconds)"
-                    ),
-                ],
-            )
-        },
-        "/v1/watch": {
-            "get": _op(
-                "watch",
-                "Route changes as Server-Sent Events (text/event-stream): each event's id is its "
-                "change-log entry ID, event is its kind (or resync, dropped), data a JSON object with "
-                "id, kind, topics, brokers, cluster, allRoutes, brokerLevel and detail. Send the last "
-                "ID seen as the Last-Event-ID header to resume without a gap or a repeat",
-                {
-                    "200": {"description": "the event stream", "content": {"text/event-stream": {}}},
-                    "400": {"description": "bad filter or Last-Event-ID"},
-                    "503": {"description": "watchMaxWatchers reached on this worker"},
-                },
-                params=[
-                    _query("topics", "comma-separated topics (at most 100): their route changes"),
-                    _query("clusters", "comma-separated clusters (at most 100)"),
-                    _query("lastEventId", "as the Last-Event-ID header (for clients that cannot set it)"),
-                ],
+                _resp("route", _ref("TopicRouteData"), 404),
+                params=[TOPIC, _query("zone", "only brokers of this zone (and masterless ones)")],
             )
         },
         "/v1/cluster": {

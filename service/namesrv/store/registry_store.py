@@ -282,23 +282,6 @@ class RegistryStore:
         raw = await self._q(lambda: self.redis.hgetall(self.k.kvbytes))
         return {str(k): int(v) for k, v in raw.items()}
 
-    async def changes_after(
-        self, entry_id: str, count: int
-    ) -> tuple[str | None, list[tuple[str, dict[str, str]]]]:
-        """Change-log entries after ``entry_id`` (at most ``count``), with the log's oldest entry ID
-        (None: the log is empty), so a reader resuming there can tell whether it missed some."""
-
-        async def read() -> list[Any]:
-            pipe = self.redis.pipeline(transaction=True)
-            pipe.xrange(self.k.events, "-", "+", count=1)
-            pipe.xrange(self.k.events, f"({entry_id}", "+", count=count)
-            result: list[Any] = await pipe.execute()
-            return result
-
-        first, entries = await self._bounded(read)
-        oldest = str(first[0][0]) if first else None
-        return oldest, [(str(i), {str(k): str(v) for k, v in f.items()}) for i, f in entries]
-
     async def kv_list(self, namespace: str) -> dict[str, str] | None:
         """The namespace's table, or None when the namespace does not exist (one snapshot)."""
 

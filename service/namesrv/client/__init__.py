@@ -1,1 +1,0 @@
-"""Small clients of the fleet's HTTP API for programs and tests (watching routes)."""
