@@ -79,7 +79,7 @@ class WatchEvent:
         return body
 
 
-@dataclass
+@dataclass(eq=False)  # each watcher is itself (held in a set)
 class Watcher:
     topics: frozenset[str]  # empty: every topic
     clusters: frozenset[str]  # empty: every cluster
