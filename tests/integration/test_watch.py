@@ -188,3 +188,21 @@ async def test_watcher_limit_and_slow_consumer(settings: Settings) -> None:
         await eventually(lambda: client.app[WATCH].watching == 0, what="the watcher left")
     finally:
         await close_client(client)
+
+
+async def test_console_page_and_overview(pair: tuple[Client, Client]) -> None:
+    a, b = pair
+    await put_broker(a, "b1", 2)
+    page = await b.get("/ui")
+    assert page.status == 200
+    assert page.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "<title>namesrv console</title>" in await page.text()
+    script = await b.get("/ui/console.js")
+    assert script.headers["Content-Type"] == "text/javascript; charset=utf-8"
+    assert (await b.get("/ui/secret.txt")).status == 404
+    overview = await (await b.get("/v1/console/overview")).json()
+    assert overview["redis"] == {"reachable": True, "reason": ""}
+    assert overview["cluster"]["clusterAddrTable"] == {"C1": ["b1"]}
+    assert overview["cluster"]["brokerAddrTable"]["b1"]["brokerAddrs"] == {"0": "10.0.0.1:10911"}
+    assert overview["topics"] == 2
+    assert overview["kvNamespaces"] == {}

@@ -15,6 +15,7 @@ from namesrv.domain.model import ClusterInfo, check_name
 from namesrv.domain.routes import filter_by_zone
 from namesrv.http import payloads as p
 from namesrv.http import watch
+from namesrv.http.console import setup_console
 from namesrv.http.openapi import OPENAPI
 from namesrv.keys import ACL_FIELDS, AUTHORIZER, HEALTH, METRICS, SCRIPTS, SERVICE, WORKER
 from namesrv.protocol.fastjson import Dialect, dumps
@@ -328,6 +329,7 @@ def setup_routes(app: web.Application) -> None:
     r.add_get("/v1/brokers/{brokerName}", broker_member_group, name="brokerMemberGroup")
     r.add_get("/v1/routes/{topic}", watch.route, name="route")
     r.add_get("/v1/watch", watch.watch, name="watch")
+    setup_console(app)
     r.add_get("/v1/cluster", cluster, name="clusterInfo")
     r.add_get("/v1/topics", topics, name="topicList")
     r.add_get("/v1/topics/system", system_topics, name="systemTopicList")

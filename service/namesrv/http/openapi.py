@@ -298,6 +298,22 @@ OPENAPI: dict[str, Any] = {
                 ],
             )
         },
+        "/ui": {"get": _op("console", "The read-only operations console (HTML)", _resp("text/html"))},
+        "/ui/{file}": {
+            "get": _op(
+                "consoleFile",
+                "The console's script and style sheet",
+                _resp("console.js or console.css"),
+                params=[_path("file", "console.js or console.css")],
+            )
+        },
+        "/v1/console/overview": {
+            "get": _op(
+                "consoleOverview",
+                "The operations console's data: clusters, brokers, KV namespace sizes, Redis health",
+                _resp("overview", {"type": "object"}),
+            )
+        },
         "/v1/watch": {
             "get": _op(
                 "watch",

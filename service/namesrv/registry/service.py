@@ -295,6 +295,10 @@ class RegistryService:
             clusterAddrTable={c: tuple(orjson.loads(t)) for c, t in sorted(clusters.items())},
         )
 
+    async def kv_namespaces(self) -> dict[str, int]:
+        """Each KV namespace with the bytes it holds (for the operations console)."""
+        return {ns: size for ns, size in sorted((await self.store.kv_sizes()).items()) if ns}
+
     async def broker_member_group(self, cluster: str, broker_name: str) -> dict[int, str]:
         if not _storable(broker_name):
             return {}
