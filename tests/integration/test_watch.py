@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from namesrv.client.watch import RouteFollower, SseEvent, sse_events
 from namesrv.config import Settings
-from namesrv.keys import FEED, WATCH
+from namesrv.keys import FEED, WATCH, WORKER
 from namesrv.registry.watch import entry_key, to_event
 from namesrv.store.keyspace import Keyspace
 from tests.builders import register_json
@@ -206,3 +206,14 @@ async def test_console_page_and_overview(pair: tuple[Client, Client]) -> None:
     assert overview["cluster"]["brokerAddrTable"]["b1"]["brokerAddrs"] == {"0": "10.0.0.1:10911"}
     assert overview["topics"] == 2
     assert overview["kvNamespaces"] == {}
+    assert overview["workersSeen"] == 2
+    (live,) = overview["liveness"]
+    assert {k: live[k] for k in ("member", "brokerName", "brokerId", "timeoutMillis", "via")} == {
+        "member": "C1/10.0.0.1:10911",
+        "brokerName": "b1",
+        "brokerId": 0,
+        "timeoutMillis": 120000,
+        "via": a.app[WORKER].worker_id,
+    }
+    assert 0 <= live["heartbeatAgeMillis"] <= 120000
+    assert live["heartbeatAgeMillis"] + live["expiresInMillis"] == 120000

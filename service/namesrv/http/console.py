@@ -35,10 +35,13 @@ async def overview(request: web.Request) -> web.Response:
     """Clusters, brokers, KV namespaces and this worker's view of the fleet's health."""
     service, worker, health = request.app[SERVICE], request.app[WORKER], request.app[HEALTH]
     info = await service.cluster_info()
+    liveness, workers = await service.broker_liveness()
     body = {
         "worker": worker.worker_id,
         "redis": {"reachable": health.reachable, "reason": health.reason if not health.reachable else ""},
         "cluster": cluster_info_obj(info),
+        "liveness": liveness,
+        "workersSeen": workers,
         "kvNamespaces": await service.kv_namespaces(),
         "topics": len(await service.all_topics()),
         "watchers": request.app[WATCH].watching,

@@ -21,17 +21,22 @@ async function getJson(url) {
 async function refreshOverview() {
   const o = await getJson("/v1/console/overview");
   $("health").textContent = "worker " + o.worker + " · Redis " + (o.redis.reachable ? "up" : "DOWN " + o.redis.reason) +
-    " · " + o.topics + " topics · " + o.watchers + " watchers";
+    " · " + o.workersSeen + " workers seen · " + o.topics + " topics · " + o.watchers + " watchers";
   const body = $("brokers").tBodies[0];
   const rows = [];
   const clusters = o.cluster.clusterAddrTable || {};
   const owner = {};
   for (const [cluster, names] of Object.entries(clusters)) for (const n of names) owner[n] = cluster;
+  const live = {};
+  for (const l of o.liveness || []) live[l.brokerName + "#" + l.brokerId] = l;
+  const seconds = (ms) => (ms === null || ms === undefined ? "" : (ms / 1000).toFixed(1) + " s");
   for (const [name, data] of Object.entries(o.cluster.brokerAddrTable || {})) {
     for (const [id, addr] of Object.entries(data.brokerAddrs || {})) {
       const tr = document.createElement("tr");
       tr.dataset.broker = name;
-      for (const v of [owner[name] || data.cluster, name, id, id === "0" ? "master" : "slave", addr, data.zoneName || ""]) {
+      const l = live[name + "#" + id] || {};
+      for (const v of [owner[name] || data.cluster, name, id, id === "0" ? "master" : "slave", addr, data.zoneName || "",
+        seconds(l.heartbeatAgeMillis), seconds(l.expiresInMillis), l.via || ""]) {
         tr.appendChild(text("td", v));
       }
       rows.push(tr);
