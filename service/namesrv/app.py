@@ -361,6 +361,8 @@ def begin_drain(app: web.Application) -> None:
     app[WORKER].draining = True
     if REMOTING in app:
         app[REMOTING].stop_accepting()
+    if WATCH in app:
+        app[WATCH].close()  # SSE streams end now (clients resume elsewhere), not at the deadline
 
 
 def create_app(

@@ -106,6 +106,8 @@ async def watch(request: web.Request) -> web.StreamResponse:
             entry_key(last)
         except ValueError:
             raise BadRequest(f"Last-Event-ID is not a change-log id: {last[:40]!r}") from None
+    if request.app[WORKER].draining:
+        raise NotReady()  # shutting down: the client resumes on another worker
     hub = request.app[WATCH]
     try:
         watcher = hub.watch(topics, clusters, last)
