@@ -13,7 +13,7 @@ EXTRAS ?= embedded,pipeline
 GROUPS ?= dev docs
 RUN_EXTRAS ?= embedded
 
-.PHONY: help install install-run run test test-fast test-unit lint format config clean bench bench-smoke bench-scale bench-pipeline abuse lock image image-test docs  ## (targets)
+.PHONY: help install install-run run test chromium test-fast test-unit lint format config clean bench bench-smoke bench-scale bench-pipeline abuse lock image image-test docs  ## (targets)
 
 help:  ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -59,8 +59,13 @@ export NAMESRV_TEST_LOAD_FACTOR
 xdist = $(if $(filter 1,$(1)),-p no:xdist,-n $(1) --dist loadgroup)
 FAST_TIERS ?= unit or registry or helm
 
-test: install  ## Run the whole test suite, every tier, in parallel (what CI runs; starts its own Redis servers)
+test: install chromium  ## Run the whole test suite, every tier, in parallel (what CI runs; starts its own Redis servers)
 	$(BIN)/python -m pytest $(call xdist,$(TEST_JOBS)) $(PYTEST_ARGS)
+
+chromium:  ## Install Debian's chromium for the console's browser test when root and missing (else it skips)
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null \
+		|| echo "chromium not installed (not root or no apt-get): the console browser test will skip"; }
 
 test-fast: install  ## The fast tiers (unit, registry, helm; ~1 min): no server but Redis, no Spark, image or JVM
 	$(BIN)/python -m pytest $(call xdist,$(FAST_JOBS)) -m "$(FAST_TIERS)" $(PYTEST_ARGS)

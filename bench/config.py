@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench.peers import Peer, parse_peer
 
-PHASES = ("memory", "remoting", "http", "overload", "steady", "registration", "expiry")
+PHASES = ("memory", "remoting", "http", "overload", "steady", "registration", "expiry", "watch")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 

@@ -41,6 +41,7 @@ from bench.registration import run_registration
 from bench.report import render
 from bench.steady import run_steady
 from bench.targets import evaluate, targets_json
+from bench.watch_latency import run_watch
 
 LOOKUP_PHASES = ("memory", "remoting", "http", "overload", "steady")
 
@@ -212,6 +213,8 @@ async def run(cfg: BenchConfig) -> dict[str, Any]:  # noqa: C901 - the phases in
             await _phase(
                 result, "expiry/crashed", lambda: run_crashed(b), lambda r: liveness.__setitem__("crashed", r)
             )
+        if "watch" in cfg.phases:
+            await _phase(result, "watch", lambda: run_watch(b), lambda r: result.__setitem__("watch", r))
         result.setdefault("rss", {})["at the end"] = rss(b)
         for i, worker in enumerate(b.workers):
             if not worker.proc.alive():

@@ -95,6 +95,7 @@ def evaluate(result: dict[str, Any]) -> list[Target]:
         _registration_targets,
         _steady_targets,
         _liveness_targets,
+        _watch_targets,
     )
     return [target for section in sections for target in section(result)]
 
@@ -292,6 +293,15 @@ def _liveness_targets(result: dict[str, Any]) -> list[Target]:
             )
         )
     return targets
+
+
+def _watch_targets(result: dict[str, Any]) -> list[Target]:
+    """Watch: a write on one worker to the SSE event on another (no target of its own: reported)."""
+    watch = result.get("watch")
+    if not watch:
+        return []
+    value = f"p99 {watch['p99_ms']} ms, p50 {watch['p50_ms']} ms ({watch['samples']} writes)"
+    return [Target("write -> SSE event on another worker", value, "-", _verdict(None))]
 
 
 def targets_json(targets: Sequence[Target]) -> list[dict[str, str]]:

@@ -29,13 +29,26 @@ from namesrv.domain.errors import StoreUnavailable
 from namesrv.events.budget import events_budget_ctx
 from namesrv.http.api import setup_routes
 from namesrv.http.middleware import PARSER_MAX_LINE_BYTES, error_middleware
-from namesrv.keys import AUTHORIZER, FEED, HEALTH, METRICS, REDIS, REMOTING, SCRIPTS, SERVICE, STORE, WORKER
+from namesrv.keys import (
+    AUTHORIZER,
+    FEED,
+    HEALTH,
+    METRICS,
+    REDIS,
+    REMOTING,
+    SCRIPTS,
+    SERVICE,
+    STORE,
+    WATCH,
+    WORKER,
+)
 from namesrv.metrics import Metrics
 from namesrv.registry.kv_tables import KvTables
 from namesrv.registry.route_cache import RouteCache
 from namesrv.registry.route_lookups import Routes, UncachedRoutes
 from namesrv.registry.route_reader import RouteReader
 from namesrv.registry.service import RegistryService
+from namesrv.registry.watch import WatchHub
 from namesrv.remoting.context import HandlerContext
 from namesrv.remoting.server import RemotingServer
 from namesrv.security.http_auth import acl_middleware
@@ -235,6 +248,10 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         count_heal=lambda outcome, n: metrics.heal_replays.labels(outcome).inc(n),
     )
     feed.subscribe(service.keeper)  # after the route cache: it keeps its routes, then the replays start
+    # Last: watchers told of a change re-read routes the cache has already dropped.
+    watch_hub = WatchHub(lambda: feed.last_id, max_watchers=base.watchMaxWatchers)
+    feed.subscribe(watch_hub)
+    app[WATCH] = watch_hub
     if isinstance(lookups, RouteCache):
         metrics.watch_route_cache(lookups)
     metrics.watch_decode_budget(service.decode_budget)
@@ -258,6 +275,7 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        watch_hub.close()  # SSE streams end, so the server's shutdown does not wait for them
         await cancel_and_wait(following)
         await cancel_and_wait(starting)
         await lookups.close()
@@ -343,6 +361,8 @@ def begin_drain(app: web.Application) -> None:
     app[WORKER].draining = True
     if REMOTING in app:
         app[REMOTING].stop_accepting()
+    if WATCH in app:
+        app[WATCH].close()  # SSE streams end now (clients resume elsewhere), not at the deadline
 
 
 def create_app(

@@ -144,6 +144,12 @@ class Settings:
     eventsMaxLen: int = _opt(
         1000000, "Change-log length: the '{ns}:events' stream is trimmed to about this many entries.", lo=1000
     )
+    watchMaxWatchers: int = _opt(
+        1000,
+        "Watchers (SSE streams and route long-polls) one worker serves at once; more get 503.",
+        lo=1,
+        hi=100000,
+    )
     shutdownTimeoutSeconds: float = _opt(
         20.0, "On SIGTERM: seconds to finish in-flight requests before closing connections.", lo=0
     )

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from namesrv.changefeed import ChangeFeed
     from namesrv.metrics import Metrics
     from namesrv.registry.service import RegistryService
+    from namesrv.registry.watch import WatchHub
     from namesrv.remoting.server import RemotingServer
     from namesrv.security.policy import Authorizer
     from namesrv.store.health import RedisHealth
@@ -31,6 +32,7 @@ SCRIPTS: web.AppKey[ScriptRegistry] = web.AppKey("scripts")
 STORE: web.AppKey[RegistryStore] = web.AppKey("store")
 SERVICE: web.AppKey[RegistryService] = web.AppKey("service")
 FEED: web.AppKey[ChangeFeed] = web.AppKey("feed")
+WATCH: web.AppKey[WatchHub] = web.AppKey("watch")
 REMOTING: web.AppKey[RemotingServer] = web.AppKey("remoting")
 AUTHORIZER: web.AppKey[Authorizer] = web.AppKey("authorizer")
 # Per request: the signed fields the ACL middleware checked (handlers with rules of their own).

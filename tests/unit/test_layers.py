@@ -69,6 +69,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "namesrv.security.reload",  # an app context: starts with the worker
             "namesrv.events.budget",  # an app context
             "namesrv.events.cli",
+            "namesrv.client",  # a client of the HTTP API: imports nothing of the service
         ),
     ),
 ]

@@ -14,6 +14,8 @@ from namesrv.domain.errors import BadRequest, NotFound, NotReady, PermissionDeni
 from namesrv.domain.model import ClusterInfo, check_name
 from namesrv.domain.routes import filter_by_zone
 from namesrv.http import payloads as p
+from namesrv.http import watch
+from namesrv.http.console import setup_console
 from namesrv.http.openapi import OPENAPI
 from namesrv.keys import ACL_FIELDS, AUTHORIZER, HEALTH, METRICS, SCRIPTS, SERVICE, WORKER
 from namesrv.protocol.fastjson import Dialect, dumps
@@ -325,7 +327,9 @@ def setup_routes(app: web.Application) -> None:
     r.add_post("/v1/brokers/{brokerName}/wipe-write-perm", wipe_write_perm, name="wipeWritePerm")
     r.add_post("/v1/brokers/{brokerName}/add-write-perm", add_write_perm, name="addWritePerm")
     r.add_get("/v1/brokers/{brokerName}", broker_member_group, name="brokerMemberGroup")
-    r.add_get("/v1/routes/{topic}", route, name="route")
+    r.add_get("/v1/routes/{topic}", watch.route, name="route")
+    r.add_get("/v1/watch", watch.watch, name="watch")
+    setup_console(app)
     r.add_get("/v1/cluster", cluster, name="clusterInfo")
     r.add_get("/v1/topics", topics, name="topicList")
     r.add_get("/v1/topics/system", system_topics, name="systemTopicList")

@@ -289,8 +289,52 @@ OPENAPI: dict[str, Any] = {
             "get": _op(
                 "route",
                 "GET_ROUTEINFO_BY_TOPIC (105)",
-                _resp("route", _ref("TopicRouteData"), 404),
-                params=[TOPIC, _query("zone", "only brokers of this zone (and masterless ones)")],
+                _resp("route; header ETag is its version", _ref("TopicRouteData"), 400, 404),
+                params=[
+                    TOPIC,
+                    _query("zone", "only brokers of this zone (and masterless ones)"),
+                    _query("watch", "long-poll: an ETag; answers once the route's ETag differs"),
+                    _query("wait", "long-poll: seconds to wait at most (0-60, default 30)"),
+                ],
+            )
+        },
+        "/ui": {"get": _op("console", "The read-only operations console (HTML)", _resp("text/html"))},
+        "/ui/{file}": {
+            "get": _op(
+                "consoleFile",
+                "The console's script and style sheet",
+                _resp("console.js or console.css"),
+                params=[_path("file", "console.js or console.css")],
+            )
+        },
+        "/v1/console/overview": {
+            "get": _op(
+                "consoleOverview",
+                "The operations console's data: clusters, brokers, KV namespace sizes, Redis health",
+                _resp("overview", {"type": "object"}),
+            )
+        },
+        "/v1/watch": {
+            "get": _op(
+                "watch",
+                "Server-Sent Events of route, broker up/down/expired and write-permission changes. "
+                "Each event's id is its change-log entry id; reconnect with Last-Event-ID to resume "
+                "without loss or repeats. Events: the change-log kind (data: id, kind, topics, "
+                "brokers, clusters, ...), `resync` (resume id too old: re-read), `dropped` "
+                "(slow consumer or shutdown; data: reason). 503 past watchMaxWatchers.",
+                {
+                    "200": {
+                        "description": "text/event-stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "400": {"description": "error", "content": {"application/json": {"schema": ERROR}}},
+                    "503": {"description": "error", "content": {"application/json": {"schema": ERROR}}},
+                },
+                params=[
+                    _query("topics", "comma-separated topics (default: all)"),
+                    _query("clusters", "comma-separated clusters (default: all)"),
+                    _query("lastEventId", "resume after this id (same as the Last-Event-ID header)"),
+                ],
             )
         },
         "/v1/cluster": {

@@ -295,6 +295,32 @@ class RegistryService:
             clusterAddrTable={c: tuple(orjson.loads(t)) for c, t in sorted(clusters.items())},
         )
 
+    async def broker_liveness(self) -> tuple[list[dict[str, object]], int]:
+        """Each live broker address: heartbeat age and time left before expiry (ms, Redis clock),
+        timeout, the worker that took its registration; and how many workers were seen."""
+        now, live, deadlines, workers = await self.store.liveness()
+        rows: list[dict[str, object]] = []
+        for member, raw in sorted(live.items()):
+            entry = orjson.loads(raw)
+            timeout = int(entry.get("heartbeatTimeoutMillis", 0))
+            deadline = deadlines.get(member)
+            rows.append(
+                {
+                    "member": member,
+                    "brokerName": entry.get("brokerName"),
+                    "brokerId": entry.get("brokerId"),
+                    "timeoutMillis": timeout,
+                    "heartbeatAgeMillis": None if deadline is None else int(now - (deadline - timeout)),
+                    "expiresInMillis": None if deadline is None else int(deadline - now),
+                    "via": entry.get("via"),
+                }
+            )
+        return rows, workers
+
+    async def kv_namespaces(self) -> dict[str, int]:
+        """Each KV namespace with the bytes it holds (for the operations console)."""
+        return {ns: size for ns, size in sorted((await self.store.kv_sizes()).items()) if ns}
+
     async def broker_member_group(self, cluster: str, broker_name: str) -> dict[int, str]:
         if not _storable(broker_name):
             return {}

@@ -303,6 +303,27 @@ class RegistryStore:
         value = await self._q(lambda: self.redis.hget(self.k.dataversions, live_member(cluster, addr)))
         return None if value is None else str(value)
 
+    async def liveness(self) -> tuple[int, dict[str, str], dict[str, float], int]:
+        """Redis time (ms), the live table, each member's deadline (ms), and how many workers
+        noted themselves: one snapshot (MULTI), for the operations console."""
+
+        async def read() -> list[Any]:
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.time()
+            pipe.hgetall(self.k.live)
+            pipe.zrange(self.k.deadlines, 0, -1, withscores=True)
+            pipe.hlen(self.k.workers)
+            return list(await pipe.execute())
+
+        (seconds, micros), live, deadlines, workers = await self._q(read)
+        now = int(seconds) * 1000 + int(micros) // 1000
+        return (
+            now,
+            {str(k): str(v) for k, v in live.items()},
+            {str(m): float(d) for m, d in deadlines},
+            int(workers),
+        )
+
     async def server_time_ms(self) -> int:
         seconds, micros = await self._q(lambda: self.redis.time())
         return int(seconds) * 1000 + int(micros) // 1000

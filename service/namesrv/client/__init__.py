@@ -1,0 +1,1 @@
+"""Small Python clients of the worker's HTTP API."""

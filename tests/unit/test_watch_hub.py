@@ -1,0 +1,45 @@
+"""The watch hub's fan-out and bounds, driven with change-log entries as the feed hands them."""
+
+from __future__ import annotations
+
+from namesrv.registry.watch import WatchHub
+
+ENTRY = {"kind": "topicRegister", "topic": "T1", "upserted": "[]"}
+
+
+async def test_slow_consumer_is_dropped_with_the_reason() -> None:
+    position = ["5-0"]
+    hub = WatchHub(lambda: position[0], max_watchers=10, queue_max=2)
+    slow = hub.watch(["T1"], [], None)
+    other = hub.watch(["T2"], [], None)
+    for n in range(1, 4):
+        position[0] = f"5-{n}"
+        await hub.on_event("topicRegister", ENTRY)
+    assert slow.dropped == "slow consumer: more than 2 events undelivered"
+    assert slow.closed.is_set()
+    assert other.dropped is None and other.queue.qsize() == 0
+    assert hub.watching == 1
+    assert hub.dropped_slow == 1
+
+
+async def test_resume_replays_after_the_id_and_resyncs_when_too_old() -> None:
+    position = ["5-0"]
+    hub = WatchHub(lambda: position[0], max_watchers=10, history=2)
+    for n in range(1, 4):
+        position[0] = f"5-{n}"
+        await hub.on_event("topicRegister", ENTRY)
+    resumed = hub.watch([], [], "5-2")
+    assert [resumed.queue.get_nowait().id for _ in range(resumed.queue.qsize())] == ["5-3"]
+    # The history of 2 holds 5-2 and 5-3: resuming after 5-1 loses nothing, after 5-0 it would.
+    oldest = hub.watch([], [], "5-1")
+    assert [oldest.queue.get_nowait().id for _ in range(oldest.queue.qsize())] == ["5-2", "5-3"]
+    too_old = hub.watch([], [], "5-0")
+    assert too_old.queue.qsize() == 1
+    assert too_old.queue.get_nowait().as_json() == {
+        "id": "",
+        "kind": "resync",
+        "topics": [],
+        "brokers": [],
+        "clusters": [],
+        "reason": "event 5-0 is too old to resume from",
+    }
