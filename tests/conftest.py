@@ -67,7 +67,11 @@ def shared_scopes(item: pytest.Item) -> dict[str, str]:
 
 def shared_fixture_group(item: pytest.Item) -> str | None:
     """The xdist group of a test that uses a costly shared fixture: the fixture's name for a
-    session one (the Spark session), else the test's module."""
+    session one (the Spark session), else the test's module. Every test marked ``spark`` joins
+    the Spark session's group, fixture or not: a pipeline job started by a test gets (or creates)
+    the process's session, and one JVM per xdist worker (four on two cores) starved them all."""
+    if item.get_closest_marker("spark") is not None:
+        return "spark"
     scopes = shared_scopes(item)
     sessions = sorted(name for name, scope in scopes.items() if scope == "session")
     if sessions:

@@ -15,6 +15,13 @@ from namesrv.javaprops import format_properties, parse_properties
 DEFAULT_TOML = Path(__file__).resolve().parents[2] / "config" / "default.toml"
 
 
+@pytest.fixture(autouse=True)
+def _no_test_runner_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read the process environment: the runner's own NAMESRV_TEST_LOAD_FACTOR (set by
+    make test) would be reported as an unknown option."""
+    monkeypatch.delenv("NAMESRV_TEST_LOAD_FACTOR", raising=False)
+
+
 def test_default_toml_lists_every_option_with_its_default_and_a_comment() -> None:
     text = DEFAULT_TOML.read_text()
     data = tomllib.loads(text)
