@@ -176,7 +176,9 @@ def waiting_reason(exc: BaseException) -> str:
 
 def route_lookups(settings: Settings, reader: RouteReader, feed: ChangeFeed) -> Routes:
     if not settings.routeCacheEnabled:
-        return UncachedRoutes(reader.read)
+        uncached = UncachedRoutes(reader.read, heal_s=settings.healWindowSeconds)
+        feed.subscribe(uncached)
+        return uncached
     cache = RouteCache(
         reader.read,
         feed,

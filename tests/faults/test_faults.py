@@ -257,9 +257,10 @@ def test_restart_empty_is_healed_by_the_workers_and_no_client_is_told_a_topic_is
 ) -> None:
     f = single["empty"]
     # The table really was emptied: Redis came back with a new data set, and what came back came
-    # from the workers' replays, one per broker (how much of it a first look after the restart
-    # sees depends on who is quicker, the heal or the look).
-    assert f.extra["heal_replayed"] == 3, f
+    # from the workers' replays, at least one per broker (a second loss noticed during the heal,
+    # a gap after the new data set, starts it over; how much a first look after the restart sees
+    # depends on who is quicker, the heal or the look).
+    assert f.extra["heal_replayed"] >= 3, f
     # The brokers are held off: the workers' kept registrations bring every route back (#27),
     # and meanwhile clients get the routes from before the loss or "not ready", never "no topic".
     assert f.extra["healed_s"] is not None and f.extra["healed_s"] <= AGREE_BOUND_S, f

@@ -21,6 +21,7 @@ from namesrv.keys import REMOTING, SERVICE
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
 from namesrv.store.keyspace import Keyspace
+from tests.builders import register_json
 from tests.conftest import close_client, start_client
 from tests.integration.test_redis_trouble import RedisProcess
 from tests.polling import eventually
@@ -213,3 +214,41 @@ async def _registers(broker: SimBroker) -> bool:
 async def _done(keeper: Any) -> bool:
     await asyncio.sleep(0)
     return not keeper.healing and bool(keeper.last_heal)
+
+
+async def test_without_the_route_cache_no_lookup_says_no_such_topic_during_the_heal(
+    settings: Settings, redis_process: RedisProcess
+) -> None:
+    """A worker with routeCacheEnabled = false has nothing from before the loss to serve, but it
+    must not tell clients a topic is gone while the fleet replays it: "not ready" (code 1) until
+    the replay lands."""
+    uncached = dataclasses.replace(settings, redisUrl=redis_process.url, routeCacheEnabled=False)
+    app = await start_client(uncached)
+    addr = f"127.0.0.1:{app.app[REMOTING].port}"
+    conn, lookups = await RemotingClient.connect(addr), await RemotingClient.connect(addr)
+    try:
+        await broker(conn, "broker-a", 10911).register()
+        by_http = register_json(name="broker-h", addr="127.0.0.1:10951", topics=["ByHttp", "TBW102"])
+        assert (await app.post("/v1/brokers/register", json=by_http)).status == 200
+        topics = TOPICS["broker-a"]
+        assert await codes(lookups, [*topics[:3], "ByHttp"]) == [0, 0, 0, 0]
+        await redis_process.stop()
+        await redis_process.start()
+        seen: list[int] = []
+
+        async def whole() -> bool:
+            answers = await codes(lookups, topics)
+            seen.extend(answers)
+            return answers == [0] * len(topics)
+
+        await eventually(whole, timeout=20, what="every route whole again")
+        assert 17 not in seen and set(seen) <= {0, 1}
+        assert app.app[SERVICE].keeper.last_heal["replayed"] == 1.0
+        # Registered over HTTP, so no worker kept it: within the heal window it is "not ready",
+        # never "no such topic" (it may still come back with its broker's next registration).
+        reply = await lookups.invoke(105, {"topic": "ByHttp"})
+        assert (reply.code, reply.remark) == (1, "name server not ready")
+    finally:
+        for c in (conn, lookups):
+            await c.aclose()
+        await close_client(app)

@@ -8,12 +8,15 @@ is the cache and its rule.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import msgspec
 
+from namesrv.changefeed import LISTENER_ERROR
+from namesrv.domain.errors import NotReady
 from namesrv.domain.model import TopicRouteData
 from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect
@@ -114,10 +117,18 @@ class Routes(Protocol):
 
 
 class UncachedRoutes:
-    """Every lookup reads Redis (``routeCacheEnabled = false``)."""
+    """Every lookup reads Redis (``routeCacheEnabled = false``). A change-feed listener too: for
+    ``heal_s`` after Redis lost its data, a topic Redis does not hold yet is answered "not ready"
+    (clients retry), not TOPIC_NOT_EXIST, while the fleet replays what it kept (#27)."""
 
-    def __init__(self, fill: Fill) -> None:
+    def __init__(
+        self, fill: Fill, *, heal_s: float = 0.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._fill = fill
+        self.heal_s = heal_s
+        self.clock = clock
+        self._healing_until = -math.inf
+        self.heal_refusals = 0
 
     def peek(self, topic: str, *, caught_up: bool = False) -> Peeked:
         return None
@@ -130,7 +141,23 @@ class UncachedRoutes:
 
     async def get(self, topic: str) -> CachedRoute | None:
         lookup = await self._fill(topic)
-        return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
+        if lookup.route is None:
+            if self.clock() < self._healing_until:
+                self.heal_refusals += 1
+                raise NotReady()
+            return None
+        return CachedRoute(lookup.route, lookup.valid_until)
+
+    # ---- FeedListener ----
+    async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
+        pass
+
+    async def on_reset(self, reason: str) -> None:
+        if reason != LISTENER_ERROR and self.heal_s > 0:
+            self._healing_until = self.clock() + self.heal_s
+
+    def on_recovered(self, since: float) -> None:
+        pass
 
     def note_local_write(self) -> None:
         pass
