@@ -95,18 +95,20 @@ def scaled_timeout(config: pytest.Config, item: pytest.Item) -> float | None:
     return base * LOAD_FACTOR if base > 0 and LOAD_FACTOR > 1 else None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers (--dist loadgroup)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        timeout = scaled_timeout(config, item)
-        if timeout is not None:
-            item.add_marker(pytest.mark.timeout(timeout), append=False)
-        tier = tier_of(item.path)
-        if tier is not None:
-            item.add_marker(getattr(pytest.mark, tier))
-        group = shared_fixture_group(item)
-        if group is not None and not any(item.iter_markers("xdist_group")):
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Tier, xdist group and scaled hang guard, set as each test is collected. (With pytest 9,
+    xdist 3.8's --dist loadgroup does not group: it renames ``item._nodeid``, which pytest 9 no
+    longer reads; the Makefile therefore runs the Spark tier in a pytest of its own and the rest
+    with --dist loadfile, which keeps a module's tests, and its module fixtures, on one worker.)"""
+    timeout = scaled_timeout(item.config, item)
+    if timeout is not None:
+        item.add_marker(pytest.mark.timeout(timeout), append=False)
+    tier = tier_of(item.path)
+    if tier is not None:
+        item.add_marker(getattr(pytest.mark, tier))
+    group = shared_fixture_group(item)
+    if group is not None and not any(item.iter_markers("xdist_group")):
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -205,3 +207,4 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     import uvloop
 
     return {"uvloop": uvloop.new_event_loop}
+
