@@ -283,7 +283,7 @@ class Worker:
             self.proc._log.close()  # the previous (killed) process' log
         self.starts += 1
         env = {
-            **os.environ,
+            **worker_environ(),
             "NAMESRV_REDIS_URL": self.redis_url,
             "NAMESRV_NAMESPACE": self.namespace,
             "NAMESRV_HTTP_PORT": str(self.http_port),
@@ -783,6 +783,12 @@ def scratch(prefix: str = "namesrv-faults-") -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         yield Path(tmp)
+
+
+def worker_environ() -> dict[str, str]:
+    """This process's environment for a worker it starts, without the test runner's own
+    NAMESRV_TEST_* variables (a worker reports NAMESRV_* names it does not know)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("NAMESRV_TEST_")}
 
 
 def redis_host_port(url: str) -> tuple[str, int]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from tests.faults.harness import (
     scrape,
     scratch,
     sentinel_set,
+    worker_environ,
 )
 from tests.faults.proxy import ProxyThread
 
@@ -583,7 +583,7 @@ async def wrong_password(deadline: float = 10.0) -> dict[str, Any]:
 
 def _worker_env(url: str) -> dict[str, str]:
     return {
-        **os.environ,
+        **worker_environ(),
         "NAMESRV_REDIS_URL": url,
         "NAMESRV_NAMESPACE": "faults-auth",
         "NAMESRV_HTTP_PORT": str(free_port()),
