@@ -207,4 +207,3 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     import uvloop
 
     return {"uvloop": uvloop.new_event_loop}
-
