@@ -176,7 +176,10 @@ def waiting_reason(exc: BaseException) -> str:
 
 def route_lookups(settings: Settings, reader: RouteReader, feed: ChangeFeed) -> Routes:
     if not settings.routeCacheEnabled:
-        uncached = UncachedRoutes(reader.read, heal_s=settings.healWindowSeconds)
+        catch_up_s = settings.redisTimeoutMillis / 1000
+        uncached = UncachedRoutes(
+            reader.read, heal_s=settings.healWindowSeconds, fresh=lambda: feed.wait_fresh(catch_up_s)
+        )
         feed.subscribe(uncached)
         return uncached
     cache = RouteCache(

@@ -122,9 +122,17 @@ class UncachedRoutes:
     (clients retry), not TOPIC_NOT_EXIST, while the fleet replays what it kept (#27)."""
 
     def __init__(
-        self, fill: Fill, *, heal_s: float = 0.0, clock: Callable[[], float] = time.monotonic
+        self,
+        fill: Fill,
+        *,
+        heal_s: float = 0.0,
+        fresh: Callable[[], Awaitable[bool]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fill = fill
+        # Before "no such topic": a change-feed read issued after the lookup, so a Redis that just
+        # came back empty is noticed (and answered "not ready") rather than believed.
+        self._fresh = fresh
         self.heal_s = heal_s
         self.clock = clock
         self._healing_until = -math.inf
@@ -142,6 +150,8 @@ class UncachedRoutes:
     async def get(self, topic: str) -> CachedRoute | None:
         lookup = await self._fill(topic)
         if lookup.route is None:
+            if self._fresh is not None and self.heal_s > 0:
+                await self._fresh()
             if self.clock() < self._healing_until:
                 self.heal_refusals += 1
                 raise NotReady()
