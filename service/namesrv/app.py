@@ -23,7 +23,6 @@ from redis.exceptions import RedisError
 
 from namesrv import allocator
 from namesrv.aio import cancel_and_wait, raise_if_cancelling, within
-from namesrv.changefeed import ChangeFeed
 from namesrv.config import Settings
 from namesrv.domain.errors import StoreUnavailable
 from namesrv.events.budget import events_budget_ctx
@@ -43,6 +42,7 @@ from namesrv.keys import (
     WORKER,
 )
 from namesrv.metrics import Metrics
+from namesrv.registry.changefeed import ChangeFeed
 from namesrv.registry.kv_tables import KvTables
 from namesrv.registry.route_cache import RouteCache
 from namesrv.registry.route_lookups import Routes, UncachedRoutes

@@ -13,8 +13,8 @@ from aiohttp import web
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-    from namesrv.changefeed import ChangeFeed
     from namesrv.metrics import Metrics
+    from namesrv.registry.changefeed import ChangeFeed
     from namesrv.registry.service import RegistryService
     from namesrv.registry.watch import WatchHub
     from namesrv.remoting.server import RemotingServer

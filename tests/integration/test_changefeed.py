@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 from redis.asyncio import Redis
 
-from namesrv.changefeed import ChangeFeed
+from namesrv.registry.changefeed import ChangeFeed
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore

@@ -39,7 +39,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "use cases",
         (
             "namesrv.registry",
-            "namesrv.changefeed",
             "namesrv.decode_budget",
             "namesrv.worker",
             "namesrv.security",

@@ -31,8 +31,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
-from namesrv.changefeed import LISTENER_ERROR
 from namesrv.domain.model import RawBody, RegisterBrokerRequest, RegisterBrokerResult
+from namesrv.registry.changefeed import LISTENER_ERROR
 from namesrv.registry.registration import Registration
 from namesrv.store.changelog import EventKind
 from namesrv.store.keyspace import live_member

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from namesrv.changefeed import Freshness
+from namesrv.registry.changefeed import Freshness
 from namesrv.store.changelog import EventKind
 
 Table = dict[str, str] | None  # None: the namespace does not exist

@@ -6,7 +6,7 @@ its encoded bytes per JSON dialect and per zone.
 **The rule.** A cached answer is served only while the worker knows Redis has not changed it, and
 that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is reachable:
 
-* **Knowledge** comes from the change feed (:class:`namesrv.changefeed.Freshness`): ``known_at`` is
+* **Knowledge** comes from the change feed (:class:`namesrv.registry.changefeed.Freshness`): ``known_at`` is
   when the last successful poll was issued; every change committed before it has been applied,
   and every change names the routes it touches (:mod:`namesrv.registry.route_impact`), which are
   dropped. Redis losing or replacing its data drops everything (the feed's ``on_reset``).
@@ -56,9 +56,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Literal
 
 from namesrv.aio import cancel_and_wait
-from namesrv.changefeed import LISTENER_ERROR, Freshness
 from namesrv.domain.codes import OVERLOAD_REMARK
 from namesrv.domain.errors import Busy, NotReady, StoreUnavailable
+from namesrv.registry.changefeed import LISTENER_ERROR, Freshness
 from namesrv.registry.route_impact import BROKER_EVENTS, RouteImpact, route_impact
 from namesrv.registry.route_lookups import STALE, CachedRoute, Fill, Peeked
 from namesrv.store.changelog import EventKind
@@ -421,7 +421,7 @@ class RouteCache:
         if impact.broker is not None:
             self.invalidate_broker(impact.broker)
 
-    # ---- what the change feed tells (namesrv.changefeed.FeedListener) ----
+    # ---- what the change feed tells (namesrv.registry.changefeed.FeedListener) ----
     async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
         """Apply one change-log entry (see lua/README.md, "Change log")."""
         self._note_deadline(kind, fields)

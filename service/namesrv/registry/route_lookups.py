@@ -15,12 +15,12 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from namesrv.changefeed import LISTENER_ERROR
 from namesrv.domain.errors import NotReady
 from namesrv.domain.model import TopicRouteData
 from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect
 from namesrv.protocol.render import route_json
+from namesrv.registry.changefeed import LISTENER_ERROR
 
 NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is a new GC-tracked object each time
 

@@ -1,6 +1,6 @@
 """Fan the worker's change feed out to watchers (SSE streams and route long-polls).
 
-No watcher costs Redis anything: the worker's one change feed (:mod:`namesrv.changefeed`) already
+No watcher costs Redis anything: the worker's one change feed (:mod:`namesrv.registry.changefeed`) already
 reads every change-log entry; this listener turns each entry that can change what clients see
 (routes, brokers up/down/expired, write permission) into a small event naming its topics, brokers
 and clusters, keeps the last ``history`` of them (so a client that reconnects with
@@ -103,7 +103,7 @@ class Watcher:
 
 
 class WatchHub:
-    """A change-feed listener (see :class:`namesrv.changefeed.FeedListener`)."""
+    """A change-feed listener (see :class:`namesrv.registry.changefeed.FeedListener`)."""
 
     def __init__(
         self, last_id: Callable[[], str], *, max_watchers: int, queue_max: int = 1000, history: int = 10000
