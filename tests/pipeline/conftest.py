@@ -42,10 +42,13 @@ def spark() -> Iterator[SparkSession]:
     session = build_session(
         master="local[2]",
         shuffle_partitions=2,
-        driver_memory="1g",
+        # 2g: the whole Spark tier shares this one session serially; at 1g a late, tiny test ran
+        # out of aggregation memory after ~2,900 stages of earlier ones (caches, broadcast state)
+        driver_memory="2g",
         extra={"spark.sql.adaptive.coalescePartitions.enabled": "true", "spark.default.parallelism": "2"},
     )
     yield session
+    session.catalog.clearCache()
     gateway = session.sparkContext._gateway
     session.stop()
     # The JVM runs as a child with open pipes (it exits when stdin closes): close them, so no
