@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from bench.peers import Peer, parse_peer
 
@@ -61,15 +62,20 @@ class BenchConfig:
     peer_warmup: float = 20.0
 
     def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, Path):
-                value = str(value)
-            elif f.name == "peers":
-                value = [str(p) for p in value]
-            out[f.name] = value
-        return out
+        return config_dict(self)
+
+
+def config_dict(config: Any) -> dict[str, object]:
+    """A bench configuration dataclass as JSON-ready values (paths and peers as strings)."""
+    out: dict[str, object] = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, Path):
+            value = str(value)
+        elif f.name == "peers":
+            value = [str(p) for p in value]
+        out[f.name] = value
+    return out
 
 
 SMOKE = BenchConfig(

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -152,6 +153,16 @@ async def store(redis: Redis, namespace: str) -> RegistryStore:
 @pytest.fixture
 def service(store: RegistryStore, settings: Settings) -> RegistryService:
     return RegistryService(store, lambda: settings)
+
+
+@pytest.fixture
+async def pair(settings: Settings) -> AsyncIterator[tuple[TestClient[Any, Any], TestClient[Any, Any]]]:
+    """Two workers on one Redis and one namespace: what one writes, the other must serve."""
+    a = await start_client(settings)
+    b = await start_client(dataclasses.replace(settings))
+    yield a, b
+    await close_client(a)
+    await close_client(b)
 
 
 async def start_client(settings: Settings, *, wait_ready: bool = True, **kwargs: Any) -> TestClient[Any, Any]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.config import config_dict
 from bench.peers import Peer, parse_peer
 
 SHAPES = ("rip29", "wide", "many")
@@ -77,15 +78,7 @@ class ScaleConfig:
         )
 
     def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, Path):
-                value = str(value)
-            elif f.name == "peers":
-                value = [str(p) for p in value]
-            out[f.name] = value
-        return out
+        return config_dict(self)
 
 
 SMOKE = ScaleConfig(

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -21,15 +19,6 @@ from tests.conftest import close_client, start_client
 from tests.polling import eventually
 
 Client = TestClient[Any, Any]
-
-
-@pytest.fixture
-async def pair(settings: Settings) -> AsyncIterator[tuple[Client, Client]]:
-    a = await start_client(settings)
-    b = await start_client(dataclasses.replace(settings))
-    yield a, b
-    await close_client(a)
-    await close_client(b)
 
 
 async def server_ms(redis: Redis) -> int:

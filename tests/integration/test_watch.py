@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -22,15 +21,6 @@ from tests.conftest import close_client, start_client
 from tests.polling import eventually, scaled
 
 Client = TestClient[Any, Any]
-
-
-@pytest.fixture
-async def pair(settings: Settings) -> AsyncIterator[tuple[Client, Client]]:
-    a = await start_client(settings)
-    b = await start_client(dataclasses.replace(settings))
-    yield a, b
-    await close_client(a)
-    await close_client(b)
 
 
 async def put_broker(client: Client, name: str, queues: int) -> None:
