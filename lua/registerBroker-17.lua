@@ -49,22 +49,26 @@
   ARGV[20] holder: '<workerId>#<connection>' when the registration came over a remoting
            connection (it then holds the broker: unregisterBroker; its worker is seen running
            now, see noteWorker), '' otherwise (HTTP)
-  ARGV[21] a replay: the Redis time (ms) the fleet began healing a data set that lost registrations
-           (registry/heal.py), '' for a broker's own registration. A replay changes nothing when
-           the broker registered on its own since then (status 4): the broker wins
+  ARGV[21] a replay (registry/heal.py): the Redis time (ms) of the registration it replays, '' for
+           a broker's own. A replay changes nothing (status 4) when the live registration is as
+           new or newer: the broker's own since, or another worker's newer copy replayed first
+  ARGV[22] a replay's later batch (of a split registration): the epoch the replay of the batch
+           before it got; the batch is skipped (status 4) unless the broker is still live at
+           that epoch (nobody registered or removed it in between). '' otherwise
 
   Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat,
-            routeChanged}
+            routeChanged, registeredAt}
     status 1 registered; 0 refused (R7: first registration of an id carrying exactly one topic);
     2 ignored (R6: an older stateVersion than the live registration of the same id);
     3 body needed (ARGV[9] was '' and the body is not the last complete one): nothing was changed.
-    4 skipped: a replay (ARGV[21]) of a broker that registered on its own since: nothing changed.
+    4 skipped: a replay (ARGV[21]) older than the live registration (a later batch: the broker
+      registered or left since its batch before, ARGV[22]): nothing changed.
     mode 0 topics untouched; 1 upsert every topic; 2 add only topics missing for the broker.
     masterAddr/haServerAddr are '' unless the broker is a slave and its master is live (R13).
     orderConfigFlat is HGETALL of the ORDER_TOPIC_CONFIG namespace when hasOrderConfig is 1.
     routeChanged is 1 when this call changed what a route lookup can return (the BrokerData, a
     new session, an earlier deadline, the address's filter servers), as in the change-log entry;
-    else 0.
+    else 0. registeredAt is the Redis time (ms) of a registration (status 1), else 0.
   Error codes: none; invalid input is rejected by the worker before the call.
   Complexity: O(ids of the broker name + brokers of the cluster); never touches topics.
 ]]
@@ -90,15 +94,18 @@ local wantOrderConfig = ARGV[17] == '1'
 local pruneLeftovers = ARGV[18] == '1'
 local bodyHash = ARGV[19] or ''
 local holder = ARGV[20] or ''
-local replayBefore = tonumber(ARGV[21] or '')
+local replayOf = tonumber(ARGV[21] or '')
+local replayEpoch = ARGV[22] or ''
 local member = cluster .. '/' .. addr
 local now = nowMs()
 local prevLive = rcall('HGET', K.live, member)
 
-if replayBefore then
+if replayOf then
+  -- a live registration is as old as what it replays (copyOf), else as its own time
   local info = decodeOrNil(prevLive)
-  if info and tonumber(info.registeredAt or 0) >= replayBefore then
-    return {4, 0, 0, '', '', 0, {}, 0}
+  if (replayEpoch ~= '' and (not info or tostring(info.epoch) ~= replayEpoch))
+      or (replayEpoch == '' and info and tonumber(info.copyOf or info.registeredAt or 0) >= replayOf) then
+    return {4, 0, 0, '', '', 0, {}, 0, 0}
   end
 end
 
@@ -111,13 +118,13 @@ if dataVersion == '' then
   local current = bdRaw and cjson.decode(bdRaw)
   if not known or known.hash ~= bodyHash or not current or current.brokerAddrs[idKey] ~= addr
       or rcall('HGET', K.dataversions, member) ~= known.dataVersion then
-    return {3, 0, 0, '', '', 0, {}, 0}
+    return {3, 0, 0, '', '', 0, {}, 0, 0}
   end
   local writesTopics = brokerId == 0
     or (actingArg ~= '' and brokerId == minBrokerId(current.brokerAddrs))
   if writesTopics and (rcall('HGET', K.bdigest, brokerName) ~= known.digest
       or (pruneLeftovers and rcall('SCARD', K.btopics) ~= tonumber(known.topicCount))) then
-    return {3, 0, 0, '', '', 0, {}, 0}
+    return {3, 0, 0, '', '', 0, {}, 0, 0}
   end
   dataVersion, stateVersion = known.dataVersion, tonumber(known.stateVersion)
   filterList, topicCount, digest = known.filters, tonumber(known.topicCount), known.digest
@@ -203,7 +210,7 @@ if oldAddr and oldAddr ~= addr then
         'routeChanged', bdChanged and '1' or '0', 'brokerData', encodeBroker(bd), 'via', via})
     end
     local hasOrder, order = orderConfig()
-    return {2, 0, 0, '', '', hasOrder, order, 0}
+    return {2, 0, 0, '', '', hasOrder, order, 0, 0}
   end
 end
 
@@ -221,7 +228,7 @@ if oldAddr == nil and topicCount == 1 then
         'routeChanged', bdChanged and '1' or '0', 'brokerData', encodeBroker(bd), 'via', via})
     end
   end
-  return {0, 0, 0, '', '', 0, {}, 0}
+  return {0, 0, 0, '', '', 0, {}, 0, 0}
 end
 
 -- R1, R8
@@ -261,7 +268,7 @@ local deadline = now + timeout
 -- `body` (what this registration's body amounts to) is kept once the registration is complete.
 rcall('HSET', K.live, member, cjson.encode({brokerName = brokerName, brokerId = brokerId,
   epoch = epoch, heartbeatTimeoutMillis = timeout, haServerAddr = haAddr, via = via,
-  registeredAt = now, body = (mode == 0 and bodyHash ~= '') and bodyRecord or nil}))
+  registeredAt = now, copyOf = replayOf, body = (mode == 0 and bodyHash ~= '') and bodyRecord or nil}))
 rcall('ZADD', K.deadlines, deadline, member)
 rcall('SET', K.alive, epoch, 'PX', timeout)
 -- The connections this session is registered over: a close removes the broker only once none of
@@ -318,4 +325,4 @@ emit(K.events, maxLen, 'register', now, {'result', 'ok', 'cluster', cluster,
   'routeChanged', routeChanged and '1' or '0',
   'haServerAddr', haAddr, 'via', via})
 local hasOrder, order = orderConfig()
-return {1, epoch, mode, masterAddr, masterHa, hasOrder, order, routeChanged and 1 or 0}
+return {1, epoch, mode, masterAddr, masterHa, hasOrder, order, routeChanged and 1 or 0, now}

@@ -112,6 +112,82 @@ async def test_a_redis_that_restarts_empty_is_healed_by_the_workers(
             await c.aclose()
 
 
+async def test_a_split_registration_is_healed_whole(
+    fleet: list[tuple[Any, str]], redis_process: RedisProcess, namespace: str
+) -> None:
+    """A 5.x broker with ``enableSplitRegistration`` sends its topics in several requests with one
+    DataVersion: the worker keeps every batch, and the heal brings back every topic (it kept only
+    the last batch before: 800 of 100,000 topics in ``make bench-scale``'s wide shape)."""
+    (a, addr_a), _ = fleet
+    conn = await RemotingClient.connect(addr_a)
+    lookups = await RemotingClient.connect(addr_a)
+    names = [f"S-{i}" for i in range(900)]
+    batches = [names[i : i + 300] for i in range(0, len(names), 300)]
+    try:
+        for compressed in (False, True):  # JSON bodies, then a new DataVersion sent compressed
+            for part in batches:
+                split = SimBroker(conn, "C", "broker-s", "127.0.0.1:10951", topics=topic_configs(part))
+                split.counter, split.timestamp, split.compressed = (
+                    7 + compressed,
+                    1_700_000_000_000,
+                    compressed,
+                )
+                await split.register()
+        keeper = a.app[SERVICE].keeper
+        assert len(keeper) == 1
+
+        await redis_process.stop()
+        await redis_process.start()
+        await eventually(lambda: _done(keeper), timeout=20, what="the heal finished")
+        assert keeper.last_heal["replayed"] == 1.0
+        raw = Redis.from_url(redis_process.url, decode_responses=True)
+        try:
+            topics = await raw.smembers(Keyspace(namespace).btopics("broker-s"))
+        finally:
+            await raw.aclose()
+        assert sorted(topics) == sorted(names)
+        assert await codes(lookups, [names[0], names[450], names[-1]]) == [0, 0, 0]
+    finally:
+        for c in (conn, lookups):
+            await c.aclose()
+
+
+async def test_the_newest_copy_wins_when_a_broker_registered_through_both_workers(
+    fleet: list[tuple[Any, str]], redis_process: RedisProcess, namespace: str
+) -> None:
+    """A broker registered through worker A, then (its next registration to A failed, say)
+    through worker B with a new topic table; both connections stay open, so both workers keep a
+    copy. After the loss both replay: Redis must end with B's newer table, whatever the order."""
+    (a, addr_a), (b, addr_b) = fleet
+    via_a, via_b = await RemotingClient.connect(addr_a), await RemotingClient.connect(addr_b)
+    try:
+        addr = "127.0.0.1:10961"
+        old = SimBroker(via_a, "C", "broker-n", addr, topics=topic_configs(["N1", "N2"], queues=4))
+        await old.register()
+        new = SimBroker(via_b, "C", "broker-n", addr, topics=topic_configs(["N1", "N2"], queues=8))
+        new.counter = 2
+        await new.register()
+        keepers = [app.app[SERVICE].keeper for app in (a, b)]
+        assert [len(k) for k in keepers] == [1, 1]
+
+        await redis_process.stop()
+        await redis_process.start()
+        for keeper in keepers:
+            await eventually(lambda k=keeper: _done(k), timeout=20, what="the heal finished")
+        outcomes = sorted((k.last_heal["replayed"], k.last_heal["skipped"]) for k in keepers)
+        assert outcomes in ([(0.0, 1.0), (1.0, 0.0)], [(1.0, 0.0), (1.0, 0.0)])  # A's after B's: skipped
+        raw = Redis.from_url(redis_process.url, decode_responses=True)
+        try:
+            queue_data = await raw.hget(Keyspace(namespace).topic("N1"), "broker-n")
+        finally:
+            await raw.aclose()
+        assert queue_data is not None and '"readQueueNums":8' in queue_data
+        assert len(keepers[0]) + len(keepers[1]) == 2 - sum(k.last_heal["skipped"] for k in keepers)
+    finally:
+        for c in (via_a, via_b):
+            await c.aclose()
+
+
 async def test_a_broker_that_registers_during_the_heal_wins(
     fleet: list[tuple[Any, str]], redis_process: RedisProcess, namespace: str
 ) -> None:

@@ -722,14 +722,14 @@ async def test_r10_stale_topic_chunks_are_fenced(service: RegistryService) -> No
 
 
 # ---- replays of a heal (#27) ----
-async def test_a_replay_is_skipped_for_a_broker_registered_since_the_heal_began(
+async def test_a_replay_is_skipped_for_a_broker_registered_after_the_copy_was_made(
     service: RegistryService, redis: Redis, namespace: str
 ) -> None:
     began = await service.store.server_time_ms()
     await asyncio.sleep(0.01)
     own, _ = await service.register_broker(register(topics=["Fresh1", "Fresh2"], counter=2))
     assert own is not None
-    replay = dataclasses.replace(register(topics=["Old1", "Old2"], counter=1), replay_before=began)
+    replay = dataclasses.replace(register(topics=["Old1", "Old2"], counter=1), replay_of=began)
     result, registration = await service.register_broker(replay)
     assert (result, registration) == (RegisterBrokerResult(accepted=False), None)
     assert await redis.smembers(Keyspace(namespace).btopics("broker-a")) == {"Fresh1", "Fresh2"}
@@ -739,7 +739,55 @@ async def test_a_replay_registers_a_broker_the_data_set_lost(
     service: RegistryService, redis: Redis, namespace: str
 ) -> None:
     began = await service.store.server_time_ms()
-    replay = dataclasses.replace(register(topics=["Old1", "Old2"]), replay_before=began)
+    replay = dataclasses.replace(register(topics=["Old1", "Old2"]), replay_of=began)
     result, registration = await service.register_broker(replay)
     assert result is not None and result.accepted and registration is not None
     assert await redis.smembers(Keyspace(namespace).btopics("broker-a")) == {"Old1", "Old2"}
+
+
+async def test_a_later_batch_of_a_replay_lands_only_at_the_epoch_its_batch_before_got(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    began = await service.store.server_time_ms()
+    first = dataclasses.replace(register(topics=["Old1", "Old2"]), replay_of=began)
+    _, registration = await service.register_broker(first)
+    assert registration is not None
+    second = dataclasses.replace(
+        register(topics=["Old3", "Old4"]), replay_of=began, replay_epoch=registration.epoch
+    )
+    _, later = await service.register_broker(second)
+    assert later is not None and later.epoch > registration.epoch
+    # the broker registers on its own: a batch naming the replay's last epoch changes nothing
+    own, _ = await service.register_broker(register(topics=["Fresh1", "Fresh2"], counter=2))
+    assert own is not None
+    third = dataclasses.replace(register(topics=["Old5", "Old6"]), replay_of=began, replay_epoch=later.epoch)
+    assert await service.register_broker(third) == (RegisterBrokerResult(accepted=False), None)
+    assert await redis.smembers(Keyspace(namespace).btopics("broker-a")) == {
+        "Old1",
+        "Old2",
+        "Old3",
+        "Old4",
+        "Fresh1",
+        "Fresh2",
+    }
+
+
+@pytest.mark.parametrize("newer_first", [True, False])
+async def test_the_newest_of_two_workers_copies_wins_whatever_order_they_replay_in(
+    service: RegistryService, redis: Redis, namespace: str, newer_first: bool
+) -> None:
+    """A broker whose registration to one worker failed left it an older copy; after a loss both
+    workers replay theirs: Redis ends with the newer one."""
+    older = dataclasses.replace(register(topics=["Old1", "Old2"], counter=1), replay_of=1_000)
+    newer = dataclasses.replace(register(topics=["New1", "New2"], counter=2), replay_of=2_000)
+    first, second = (newer, older) if newer_first else (older, newer)
+    _, registration = await service.register_broker(first)
+    assert registration is not None
+    result, later = await service.register_broker(second)
+    if newer_first:
+        assert (result, later) == (RegisterBrokerResult(accepted=False), None)
+    else:
+        assert result is not None and result.accepted and later is not None
+    topics = await redis.smembers(Keyspace(namespace).btopics("broker-a"))
+    assert "New1" in topics and "New2" in topics
+    assert newer_first == ("Old1" not in topics)  # the older copy landed first only when it came first

@@ -30,21 +30,17 @@ class FlakyRegister:
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.calls: dict[str, int] = {}
-        self.replay_before: list[int | None] = []
+        self.replay_of: list[int | None] = []
 
     async def __call__(
         self, request: RegisterBrokerRequest
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         n = self.calls.get(request.brokerAddr, 0) + 1
         self.calls[request.brokerAddr] = n
-        self.replay_before.append(request.replay_before)
+        self.replay_of.append(request.replay_of)
         if n <= self.failures:
             raise StoreUnavailable("Redis unavailable: Connection reset by peer")
         return RegisterBrokerResult(), Registration("C", request.brokerAddr, "b", 0, 7)
-
-
-async def _now_ms() -> int:
-    return 1_000
 
 
 async def test_a_failed_replay_is_tried_again_until_it_lands() -> None:
@@ -52,17 +48,16 @@ async def test_a_failed_replay_is_tried_again_until_it_lands() -> None:
     outcomes: dict[str, int] = {}
     keeper = RegistrationKeeper(
         register,
-        _now_ms,
         max_bytes=1 << 20,
         count=lambda o, n: outcomes.__setitem__(o, outcomes.get(o, 0) + n),
     )
     epochs: list[int] = []
-    keeper.keep("w#1", _request("10.0.0.1:10911"), lambda reg: epochs.append(reg.epoch), lambda: True)
+    keeper.keep("w#1", _request("10.0.0.1:10911"), 1_000, lambda reg: epochs.append(reg.epoch), lambda: True)
     await keeper.on_reset("Redis holds a new data set")
     assert keeper._heal is not None
     await asyncio.wait_for(keeper._heal, 30)
     assert register.calls == {"10.0.0.1:10911": 3}
-    assert register.replay_before == [1_000, 1_000, 1_000]  # every try names the heal's start
+    assert register.replay_of == [1_000, 1_000, 1_000]  # every try names the time of what it copies
     assert outcomes == {"replayed": 1}
     assert epochs == [7]
     assert keeper.last_heal["retried"] == 2.0
@@ -70,8 +65,8 @@ async def test_a_failed_replay_is_tried_again_until_it_lands() -> None:
 
 async def test_a_copy_whose_connection_closed_is_not_tried_again() -> None:
     register = FlakyRegister(failures=100)
-    keeper = RegistrationKeeper(register, _now_ms, max_bytes=1 << 20)
-    keeper.keep("w#1", _request("10.0.0.1:10911"), lambda reg: None, lambda: True)
+    keeper = RegistrationKeeper(register, max_bytes=1 << 20)
+    keeper.keep("w#1", _request("10.0.0.1:10911"), 1_000, lambda reg: None, lambda: True)
     await keeper.on_reset("Redis holds a new data set")
     await asyncio.sleep(0.05)  # the first try failed, the next waits
     keeper.forget_holder("w#1")  # the broker's connection closed

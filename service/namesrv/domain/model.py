@@ -273,7 +273,10 @@ class RegisterBrokerRequest:
     enableActingMaster: bool | None = None  # None: a 4.x broker that does not send the field
     body: RawBody | None = None  # the raw body, decoded only if the registry needs its content
     holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
-    replay_before: int | None = None  # a heal's replay: when the heal began (Redis ms)
+    # a heal's replay: the Redis time (ms) of the registration it replays (registry/heal.py)
+    replay_of: int | None = None
+    # a heal's later batch of a split registration: the epoch its previous batch's replay got
+    replay_epoch: int | None = None
 
 
 @dataclass(frozen=True)

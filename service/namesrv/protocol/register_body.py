@@ -21,6 +21,7 @@ Java brokers write fastjson's DEFAULT dialect (bare integer keys in static-topic
 
 from __future__ import annotations
 
+import re
 import zlib
 
 from namesrv.domain.codes import Version
@@ -53,6 +54,7 @@ __all__ = [
     "crc32_masked",
     "compressed_decode_estimate",
     "crc32_matches",
+    "data_version_text",
     "decode_register_body",
     "decode_topic_config_table",
     "inflates",
@@ -146,3 +148,33 @@ def decode_topic_config_table(data: bytes) -> dict[str, TopicConfig]:
     """A JSON ``topicConfigTable`` object on its own, decoded exactly as inside a body."""
     where = "topicConfigSerializeWrapper.topicConfigTable"
     return read_topic_config_table(parse_object(data, where), where)
+
+
+# A DataVersion is a flat object of three numbers; a real one is under 100 bytes.
+_DATA_VERSION = re.compile(rb'"dataVersion"\s*:\s*(\{[^{}]{0,512}\})')
+_PROBE_BYTES = 64 * 1024  # where a body's DataVersion is looked for: its head, then its tail
+_MAX_DATA_VERSION_TEXT = 4096
+
+
+def data_version_text(body: bytes | None, *, version: int, compressed: bool) -> bytes | None:
+    """The body's DataVersion as sent (its JSON text), read without decoding the topics, or
+    None when it cannot be found cheaply. Equal texts from one broker mean one topic-config
+    version: the batches of a split registration (5.x ``enableSplitRegistration``) share it.
+
+    A JSON body keeps it before or after the topic table (fastjson orders keys by name, other
+    writers may not), so only the first and last 64 KiB are searched; the compressed layout
+    starts with it, so only a few KiB are inflated."""
+    if not body:
+        return None
+    if inflates(body, version=version, compressed=compressed):
+        try:
+            head = zlib.decompressobj().decompress(body[:_PROBE_BYTES], 4 + _MAX_DATA_VERSION_TEXT)
+        except zlib.error:
+            return None
+        length = int.from_bytes(head[:4], "big", signed=True) if len(head) >= 4 else -1
+        return head[4 : 4 + length] if 0 < length <= len(head) - 4 else None
+    for part in (body[:_PROBE_BYTES], body[-_PROBE_BYTES:]):
+        found = _DATA_VERSION.search(part)
+        if found:
+            return found.group(1)
+    return None

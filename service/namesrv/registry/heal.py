@@ -11,10 +11,16 @@ Rules a replay keeps:
 * Only registrations over a connection that is still open are kept: a close, an unregister
   (over the connection, or of the broker by anyone: the change log says so) or an expiry drops
   the copy, so a replay never brings back a broker that left.
-* A broker that registers on its own during the heal wins: each replay names the Redis time the
-  heal began, and ``registerBroker`` skips a replay of a broker registered since (status 4).
+* The newest registration wins: each replay names the Redis time of the registration it copies,
+  and ``registerBroker`` skips it (status 4) when Redis holds one as new or newer: the broker's
+  own since the loss, or another worker's newer copy (a broker whose registration to one worker
+  failed left that worker an older copy). A skipped copy is dropped.
 * A replay is a registration like the broker's own (same rules, fencing, chunks); its new epoch
   replaces the connection's, so the connection's close still removes the broker.
+* A broker that splits its registration (5.x ``enableSplitRegistration``: 800 topics a request,
+  every request with the same DataVersion) is kept as all the bodies of its current DataVersion
+  and replayed batch by batch; each later batch lands only if the broker is still at the epoch
+  the batch before got, so a broker that registers or leaves meanwhile still wins.
 
 Memory: bodies are kept zlib-compressed (a 10,000-topic JSON body of 1.7 MB keeps in about a
 tenth of that), at most ``max_bytes`` in all; past it the oldest copies are dropped (and counted),
@@ -32,6 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from namesrv.domain.model import RawBody, RegisterBrokerRequest, RegisterBrokerResult
+from namesrv.protocol.register_body import data_version_text
 from namesrv.registry.changefeed import LISTENER_ERROR
 from namesrv.registry.registration import Registration
 from namesrv.store.changelog import EventKind
@@ -41,6 +48,8 @@ log = logging.getLogger(__name__)
 # Bodies at least this big are compressed in a thread (about 10 ms for 1.7 MB at level 1).
 COMPRESS_IN_THREAD_BYTES = 256 * 1024
 REPLAYS_IN_FLIGHT = 4  # replays a worker runs at once (each is a registration's Redis work)
+# Batches kept per broker: 1,250 split requests of 800 topics is a million topics on one broker.
+MAX_BATCHES = 2048
 # A replay that fails (Redis answering again but not yet steadily: stale pooled connections, a
 # second restart, a failover still settling) is tried again until this long after the heal began;
 # a copy given up waits for the broker's own next registration, as without a heal.
@@ -57,32 +66,54 @@ Replayed = Callable[[Registration], None]
 
 
 @dataclass
+class _Batch:
+    """One registration's body, zlib-compressed."""
+
+    packed: bytes
+    version: int  # the request's version and header flag: how the body is read
+    compressed: bool
+
+    @property
+    def size(self) -> int:
+        return len(self.packed) + 64
+
+
+@dataclass
 class _Kept:
-    request: RegisterBrokerRequest  # its body replaced by None: the body is `packed`
-    packed: bytes  # the raw body, zlib-compressed
-    body_hash: str
-    body_version: int
-    body_compressed: bool
+    """What a replay of one broker over one connection sends: the last registration's header
+    with every body of its topic-config version. A broker that splits its registration (5.x
+    ``enableSplitRegistration``: 800 topics per request, all with one DataVersion) has several."""
+
+    request: RegisterBrokerRequest  # its body replaced by None: the bodies are `batches`
+    registered_at: int  # Redis time (ms) of the last registration: which copy of a broker is newer
+    data_version: bytes | None  # the bodies' DataVersion text (None: not found, one body only)
+    batches: dict[str, _Batch]  # body hash -> body, in the order the broker sent them
     on_replayed: Replayed  # the connection learns the replay's epoch (for its close)
     alive: Alive  # the connection is still open
     seq: int  # order of the registrations kept (a slow compression must not win over a newer one)
 
     @property
     def size(self) -> int:
-        return len(self.packed) + 512  # the header fields and bookkeeping, roughly
+        return 512 + sum(b.size for b in self.batches.values())  # + the header, roughly
+
+
+@dataclass
+class _Progress:
+    """How far one kept copy's replay got: a retry goes on from the batch that failed."""
+
+    next_batch: int = 0
+    epoch: int | None = None  # what the replay of the batch before got
 
 
 class RegistrationKeeper:
     def __init__(
         self,
         register: Register,
-        server_time_ms: Callable[[], Awaitable[int]],
         *,
         max_bytes: int,
         count: Callable[[str, int], None] = lambda outcome, n: None,
     ) -> None:
         self._register = register
-        self._server_time_ms = server_time_ms
         self.max_bytes = max_bytes
         self._count = count  # heal outcomes: replayed, skipped, failed, dropped (over max_bytes)
         self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()  # (holder, member) -> copy
@@ -94,40 +125,57 @@ class RegistrationKeeper:
         self.last_heal: dict[str, float] = {}  # figures of the last heal (for logs, metrics, tests)
 
     # ---- what the connections tell ----
-    def keep(self, holder: str, request: RegisterBrokerRequest, on_replayed: Replayed, alive: Alive) -> None:
+    def keep(
+        self,
+        holder: str,
+        request: RegisterBrokerRequest,
+        registered_at: int,
+        on_replayed: Replayed,
+        alive: Alive,
+    ) -> None:
         """A registration over the connection ``holder`` was accepted: keep it for a replay. A big
-        body is compressed in a thread, after the caller's reply."""
+        body is compressed in a thread, after the caller's reply.
+
+        A body with the DataVersion of the bodies kept is another batch of the same version (or
+        the same batch again); any other replaces them."""
         body = request.body
         if body is None or not holder:
             return
         key = (holder, live_member(request.clusterName, request.brokerAddr))
         self._seq += 1
         seq = self._seq
+        header = replace(request, body=None)
         known = self._kept.get(key)
-        if known is not None and known.body_hash == body.hash:
-            known.request, known.on_replayed, known.alive, known.seq = (
-                replace(request, body=None),
-                on_replayed,
-                alive,
-                seq,
-            )
+        if known is not None and body.hash in known.batches:
+            known.request, known.on_replayed, known.alive, known.seq = header, on_replayed, alive, seq
+            known.registered_at = max(known.registered_at, registered_at)
             self._kept.move_to_end(key)
             return
         data = body.data or b""
+        version = data_version_text(data, version=body.version, compressed=body.compressed)
 
         def put(packed: bytes) -> None:
+            if not alive():
+                return
+            batch = _Batch(packed, body.version, body.compressed)
             current = self._kept.get(key)
-            if alive() and (current is None or current.seq < seq):
-                kept = _Kept(
-                    replace(request, body=None),
-                    packed,
-                    body.hash,
-                    body.version,
-                    body.compressed,
-                    on_replayed,
-                    alive,
-                    seq,
-                )
+            if current is not None and version is not None and current.data_version == version:
+                if len(current.batches) >= MAX_BATCHES and body.hash not in current.batches:
+                    self._count("dropped", 1)
+                    return
+                if current.seq < seq:
+                    current.request, current.on_replayed, current.alive, current.seq = (
+                        header,
+                        on_replayed,
+                        alive,
+                        seq,
+                    )
+                current.registered_at = max(current.registered_at, registered_at)
+                self._drop(key)
+                current.batches[body.hash] = batch
+                self._put(key, current)
+            elif current is None or current.seq < seq:
+                kept = _Kept(header, registered_at, version, {body.hash: batch}, on_replayed, alive, seq)
                 self._put(key, kept)
 
         if len(data) < COMPRESS_IN_THREAD_BYTES:
@@ -180,14 +228,15 @@ class RegistrationKeeper:
         give_up_at = started + RETRY_FOR_SECONDS
         outcomes = {"replayed": 0, "skipped": 0, "failed": 0, "retried": 0}
         try:
-            began_ms = await self._until_done(self._server_time_ms, give_up_at)
             gate = asyncio.Semaphore(REPLAYS_IN_FLIGHT)
 
             async def one(key: tuple[str, str], kept: _Kept) -> None:
                 wait = RETRY_FIRST_WAIT
+                progress = _Progress()
+                seq = kept.seq
                 while True:
                     async with gate:
-                        outcome = await self._replay(kept, began_ms)
+                        outcome = await self._replay(kept, progress)
                     current = self._kept.get(key) is kept  # not superseded, closed or forgotten
                     if outcome != "failed" or not current or time.monotonic() + wait > give_up_at:
                         break
@@ -196,6 +245,10 @@ class RegistrationKeeper:
                     wait = min(wait * 2, RETRY_MAX_WAIT)
                 outcomes[outcome] += 1
                 self._count(outcome, 1)
+                if outcome == "skipped" and self._kept.get(key) is kept and kept.seq == seq:
+                    # Redis holds something newer (another worker's copy, the broker's own): this
+                    # copy must not come back at the next loss either
+                    self._drop(key)
 
             await asyncio.gather(*(one(key, kept) for key, kept in list(self._kept.items())))
         except asyncio.CancelledError:
@@ -217,41 +270,42 @@ class RegistrationKeeper:
             seconds,
         )
 
-    @staticmethod
-    async def _until_done(call: Callable[[], Awaitable[int]], give_up_at: float) -> int:
-        wait = RETRY_FIRST_WAIT
-        while True:
+    async def _replay(self, kept: _Kept, progress: _Progress) -> str:
+        """Replay the copy's batches in order, from where an earlier try stopped. Each names the
+        time of the registration it copies (Redis skips it if it holds a newer one: the broker's
+        own since, another worker's newer copy); each later batch also the epoch its batch before
+        got (skipped if anyone registered or removed the broker in between)."""
+        batches = list(kept.batches.values())
+        while progress.next_batch < len(batches):
+            if not kept.alive():
+                return "skipped"
+            batch = batches[progress.next_batch]
+            data = zlib.decompress(batch.packed) if batch.packed else b""
+            request = replace(
+                kept.request,
+                body=RawBody(data or None, batch.version, batch.compressed),
+                replay_of=kept.registered_at,
+                replay_epoch=progress.epoch,
+            )
             try:
-                return await call()
+                result, registration = await self._register(request)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                if time.monotonic() + wait > give_up_at:
-                    raise
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, RETRY_MAX_WAIT)
-
-    async def _replay(self, kept: _Kept, began_ms: int) -> str:
-        if not kept.alive():
-            return "skipped"
-        data = zlib.decompress(kept.packed) if kept.packed else b""
-        body = RawBody(data or None, kept.body_version, kept.body_compressed)
-        request = replace(kept.request, body=body, replay_before=began_ms)
-        try:
-            result, registration = await self._register(request)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning(
-                "replaying %s/%s failed: %s",
-                request.clusterName,
-                request.brokerAddr,
-                getattr(exc, "remark", exc),
-            )
-            return "failed"
-        if registration is None:
-            return "skipped" if result is not None else "failed"
-        kept.on_replayed(registration)
+            except Exception as exc:
+                log.warning(
+                    "replaying %s/%s (batch %d of %d) failed: %s",
+                    request.clusterName,
+                    request.brokerAddr,
+                    progress.next_batch + 1,
+                    len(batches),
+                    getattr(exc, "remark", exc),
+                )
+                return "failed"
+            if registration is None:
+                return "skipped" if result is not None else "failed"
+            kept.on_replayed(registration)
+            progress.epoch = registration.epoch
+            progress.next_batch += 1
         return "replayed"
 
     def _put(self, key: tuple[str, str], kept: _Kept) -> None:

@@ -65,6 +65,7 @@ class Registration:
     broker_name: str
     broker_id: int
     epoch: int
+    registered_at: int = 0  # Redis time (ms): orders the copies workers keep (registry/heal.py)
 
 
 class BrokerRegistrar:
@@ -124,7 +125,8 @@ class BrokerRegistrar:
             return_order=s.returnOrderTopicConfigToBroker,
             body_hash=req.body.hash if req.body is not None else "",
             holder=req.holder,
-            replay_before=req.replay_before,
+            replay_of=req.replay_of,
+            replay_epoch=req.replay_epoch,
         )
         if req.wrapper is not None:
             configs = req.wrapper.topicConfigTable
@@ -349,7 +351,7 @@ class BrokerRegistrar:
             order_topic_config=header.order_config,
         )
         return result, Registration(
-            req.clusterName, req.brokerAddr, req.brokerName, req.brokerId, header.epoch
+            req.clusterName, req.brokerAddr, req.brokerName, req.brokerId, header.epoch, header.registered_at
         )
 
 

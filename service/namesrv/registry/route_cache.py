@@ -36,9 +36,10 @@ that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is 
   Redis outage that starts right after a change still finds them (with the change).
 
 **Heal**: when Redis lost registrations (a new data set), the fleet replays them
-(:mod:`namesrv.registry.heal`); for ``heal_s`` the routes cached before the loss are served as they
-were, and a lookup Redis answers "no such topic" gets "name server not ready" instead (clients
-retry): no topic that existed before the loss is ever answered TOPIC_NOT_EXIST while it heals.
+(:mod:`namesrv.registry.heal`); for ``heal_s`` a lookup Redis answers "no such topic" gets the
+route cached before the loss, or "name server not ready" (clients retry): no topic that existed
+before the loss is ever answered TOPIC_NOT_EXIST while it heals. Redis is still read first, so
+what it holds again (the replays, the brokers' own registrations) is what lookups get.
 
 Entries also expire after ``MAX_AGE_S`` (jittered), a last bound should an event ever be missed.
 Negative answers (unknown topic) are kept for ``routeNegativeCacheMillis`` and dropped as soon as
@@ -198,12 +199,29 @@ class RouteCache:
         if missing_until is not None and missing_until > now:
             self._count_hit(outage)
             return False
+        if outage:  # Redis does not answer during a heal: what was cached before the loss
+            return self._before_the_loss(topic, now)
+        return None
+
+    def _before_the_loss(self, topic: str, now: float) -> CachedRoute | None:
         if self._before_loss:
             if now >= self._healing_until:
                 self._before_loss = {}
             elif (before := self._before_loss.get(topic)) is not None:
                 self.heal_hits += 1
                 return before
+        return None
+
+    def _absent(self, topic: str, now: float) -> CachedRoute | None:
+        """Redis says ``topic`` has no route. During a heal that may only mean its broker is not
+        replayed yet: the route cached before the loss answers, else "not ready" (clients retry);
+        never TOPIC_NOT_EXIST. Redis is read first, though: what it holds again is the answer."""
+        if now < self._healing_until:
+            before = self._before_the_loss(topic, now)
+            if before is not None:
+                return before
+            self.heal_refusals += 1  # not yet replayed, maybe: not an answer to keep or give
+            raise NotReady()
         return None
 
     def healing(self) -> bool:
@@ -329,7 +347,9 @@ class RouteCache:
             lookup = await self._fill(topic)
         finally:
             self._bypassing -= 1
-        return CachedRoute(lookup.route, lookup.valid_until) if lookup.route is not None else None
+        if lookup.route is None:
+            return self._absent(topic, self.clock())
+        return CachedRoute(lookup.route, lookup.valid_until)
 
     async def _load(self, topic: str, served_at: float | None = None) -> CachedRoute | None:
         generation = self._generation
@@ -337,8 +357,7 @@ class RouteCache:
         now = self.clock()
         if lookup.route is None:
             if now < self._healing_until:
-                self.heal_refusals += 1  # not yet replayed, maybe: not an answer to keep or give
-                raise NotReady()
+                return self._absent(topic, now)
             if generation == self._generation:
                 self._missing[topic] = now + self.negative_s
             return None

@@ -83,7 +83,6 @@ class RegistryService:
         # The last registration of every broker connected to this worker, for a heal.
         self.keeper = RegistrationKeeper(
             self.register_broker,
-            store.server_time_ms,
             max_bytes=settings().healKeepMaxBytes,
             count=count_heal,
         )

@@ -58,6 +58,7 @@ class HeaderOutcome:
     ha_server_addr: str
     order_config: dict[str, str] | None
     route_changed: bool = False  # what a route lookup returns changed (BrokerData, session, deadline)
+    registered_at: int = 0  # the Redis time (ms) of the registration
 
 
 class TopicsOutcome(NamedTuple):
@@ -98,6 +99,7 @@ class RegisterBrokerArgs:
         "hasOrderConfig",
         "orderConfigFlat",
         "routeChanged",
+        "registeredAt",
     )
 
     cluster: str
@@ -113,7 +115,8 @@ class RegisterBrokerArgs:
     body_hash: str  # '' when the request had no raw body (the HTTP API)
     body: BodyFacts = UNDECODED
     holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
-    replay_before: int | None = None  # a replay: when the heal began (Redis ms); None: a broker's own
+    replay_of: int | None = None  # a replay: the Redis time (ms) of the registration it replays
+    replay_epoch: int | None = None  # a replay's later batch: the epoch the previous batch got
 
     def keys(self, k: Keyspace) -> list[str]:
         return [
@@ -159,11 +162,12 @@ class RegisterBrokerArgs:
             flag(b.prune_leftovers),
             self.body_hash,
             self.holder,
-            "" if self.replay_before is None else self.replay_before,
+            "" if self.replay_of is None else self.replay_of,
+            "" if self.replay_epoch is None else self.replay_epoch,
         ]
 
     def decode(self, reply: Any) -> HeaderOutcome:
-        status_, epoch, mode, master, ha, has_order, order, changed = reply_of(self, reply)
+        status_, epoch, mode, master, ha, has_order, order, changed, at = reply_of(self, reply)
         status = RegisterStatus(int(status_))
         if status in (RegisterStatus.BODY_NEEDED, RegisterStatus.SKIPPED):
             return HeaderOutcome(status, 0, WriteMode.NONE, "", "", None)
@@ -175,6 +179,7 @@ class RegisterBrokerArgs:
             ha_server_addr=str(ha),
             order_config=pairs(order) if int(has_order) else None,
             route_changed=bool(int(changed)),
+            registered_at=int(at),
         )
 
 

@@ -1,0 +1,99 @@
+"""A split registration (5.x ``enableSplitRegistration``) is kept as every batch of its
+DataVersion and replayed batch by batch, each later batch naming the epoch the one before got."""
+
+from __future__ import annotations
+
+import asyncio
+
+from namesrv.domain.errors import StoreUnavailable
+from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest, RegisterBrokerResult
+from namesrv.protocol.register_body import data_version_text
+from namesrv.registry.heal import RegistrationKeeper
+from namesrv.registry.registration import Registration
+from namesrv.sim.bodies import register_body_compressed, register_body_json
+from namesrv.sim.broker import topic_configs
+
+ADDR = "10.0.0.1:10911"
+
+
+def _batch(topics: list[str], counter: int, *, compressed: bool = False) -> RegisterBrokerRequest:
+    version = DataVersion(counter, 0, 1_700_000_000_000)
+    table = topic_configs(topics)
+    data = register_body_compressed(table, version) if compressed else register_body_json(table, version)
+    return RegisterBrokerRequest("C", ADDR, "b", 0, "", None, body=RawBody(data, 479, compressed))
+
+
+class Recorder:
+    """Registers every call with a new epoch; fails the calls whose number is in ``fail``."""
+
+    def __init__(self, fail: frozenset[int] = frozenset()) -> None:
+        self.fail = fail
+        self.calls: list[tuple[bytes | None, int | None]] = []  # (body, replay_epoch)
+
+    async def __call__(
+        self, request: RegisterBrokerRequest
+    ) -> tuple[RegisterBrokerResult | None, Registration | None]:
+        assert request.body is not None
+        self.calls.append((request.body.data, request.replay_epoch))
+        if len(self.calls) in self.fail:
+            raise StoreUnavailable("Redis unavailable: Connection reset by peer")
+        return RegisterBrokerResult(), Registration("C", ADDR, "b", 0, 100 + len(self.calls))
+
+
+async def _heal(keeper: RegistrationKeeper) -> None:
+    await keeper.on_reset("Redis holds a new data set")
+    assert keeper._heal is not None
+    await asyncio.wait_for(keeper._heal, 30)
+
+
+def test_the_data_version_is_read_from_json_and_compressed_bodies_alone() -> None:
+    json_body = _batch(["A", "B"], 3).body
+    packed = _batch(["A", "B"], 3, compressed=True).body
+    assert json_body is not None and packed is not None
+    expected = b'{"counter":3,"stateVersion":0,"timestamp":1700000000000}'
+    assert data_version_text(json_body.data, version=479, compressed=False) == expected
+    assert data_version_text(packed.data, version=479, compressed=True) == expected
+    # a DataVersion after a table far longer than the probe is found at the tail
+    tail = b'{"topicConfigTable":{' + b" " * 200_000 + b'},"dataVersion":{"counter":9}}'
+    assert data_version_text(tail, version=479, compressed=False) == b'{"counter":9}'
+    assert data_version_text(b"{" + b" " * 200_000 + b"}", version=479, compressed=False) is None
+    assert data_version_text(b"x\x9c garbage", version=479, compressed=True) is None
+    assert data_version_text(None, version=479, compressed=False) is None
+
+
+async def test_every_batch_of_one_data_version_is_replayed_in_order() -> None:
+    register = Recorder()
+    keeper = RegistrationKeeper(register, max_bytes=1 << 20)
+    epochs: list[int] = []
+    batches = [_batch([f"T{i}-{j}" for j in range(3)], 5) for i in range(3)]
+    for request in [*batches, batches[0]]:  # the next period sends the first batch again
+        keeper.keep("w#1", request, 1_000, lambda reg: epochs.append(reg.epoch), lambda: True)
+    assert len(keeper) == 1
+    await _heal(keeper)
+    assert [body for body, _ in register.calls] == [b.body.data for b in batches if b.body]
+    assert [epoch for _, epoch in register.calls] == [None, 101, 102]
+    assert epochs == [101, 102, 103]
+    assert keeper.last_heal["replayed"] == 1.0
+
+
+async def test_a_new_data_version_replaces_the_batches_kept() -> None:
+    register = Recorder()
+    keeper = RegistrationKeeper(register, max_bytes=1 << 20)
+    for request in (_batch(["A"], 5), _batch(["B"], 5), _batch(["A", "B", "C"], 6, compressed=True)):
+        keeper.keep("w#1", request, 1_000, lambda reg: None, lambda: True)
+    await _heal(keeper)
+    newest = _batch(["A", "B", "C"], 6, compressed=True).body
+    assert newest is not None
+    assert register.calls == [(newest.data, None)]
+
+
+async def test_a_failed_batch_is_retried_without_replaying_the_batches_before_it() -> None:
+    register = Recorder(fail=frozenset({2}))
+    keeper = RegistrationKeeper(register, max_bytes=1 << 20)
+    batches = [_batch([f"T{i}"], 5) for i in range(3)]
+    for request in batches:
+        keeper.keep("w#1", request, 1_000, lambda reg: None, lambda: True)
+    await _heal(keeper)
+    sent = [b.body.data for b in batches if b.body]
+    assert register.calls == [(sent[0], None), (sent[1], 101), (sent[1], 101), (sent[2], 103)]
+    assert keeper.last_heal == {**keeper.last_heal, "replayed": 1.0, "retried": 1.0, "failed": 0.0}
