@@ -96,6 +96,14 @@ class _Kept:
     def size(self) -> int:
         return 512 + sum(b.size for b in self.batches.values())  # + the header, roughly
 
+    def renew(
+        self, header: RegisterBrokerRequest, registered_at: int, on_replayed: Replayed, alive: Alive, seq: int
+    ) -> None:
+        """The broker sent one of these bodies again (or another batch of their version)."""
+        if seq > self.seq:
+            self.request, self.on_replayed, self.alive, self.seq = header, on_replayed, alive, seq
+        self.registered_at = max(self.registered_at, registered_at)
+
 
 @dataclass
 class _Progress:
@@ -147,8 +155,7 @@ class RegistrationKeeper:
         header = replace(request, body=None)
         known = self._kept.get(key)
         if known is not None and body.hash in known.batches:
-            known.request, known.on_replayed, known.alive, known.seq = header, on_replayed, alive, seq
-            known.registered_at = max(known.registered_at, registered_at)
+            known.renew(header, registered_at, on_replayed, alive, seq)
             self._kept.move_to_end(key)
             return
         data = body.data or b""
@@ -163,14 +170,7 @@ class RegistrationKeeper:
                 if len(current.batches) >= MAX_BATCHES and body.hash not in current.batches:
                     self._count("dropped", 1)
                     return
-                if current.seq < seq:
-                    current.request, current.on_replayed, current.alive, current.seq = (
-                        header,
-                        on_replayed,
-                        alive,
-                        seq,
-                    )
-                current.registered_at = max(current.registered_at, registered_at)
+                current.renew(header, registered_at, on_replayed, alive, seq)
                 self._drop(key)
                 current.batches[body.hash] = batch
                 self._put(key, current)
