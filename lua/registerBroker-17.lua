@@ -52,6 +52,8 @@
   ARGV[21] a replay: the Redis time (ms) the fleet began healing a data set that lost registrations
            (registry/heal.py), '' for a broker's own registration. A replay changes nothing when
            the broker registered on its own since then (status 4): the broker wins
+  ARGV[22] the broker's version (the request's MQVersion ordinal, 0 to 65535), '' when unknown
+           (HTTP): kept in its live info for the operations console
 
   Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat,
             routeChanged}
@@ -91,6 +93,7 @@ local pruneLeftovers = ARGV[18] == '1'
 local bodyHash = ARGV[19] or ''
 local holder = ARGV[20] or ''
 local replayBefore = tonumber(ARGV[21] or '')
+local brokerVersion = tonumber(ARGV[22] or '')
 local member = cluster .. '/' .. addr
 local now = nowMs()
 local prevLive = rcall('HGET', K.live, member)
@@ -261,7 +264,7 @@ local deadline = now + timeout
 -- `body` (what this registration's body amounts to) is kept once the registration is complete.
 rcall('HSET', K.live, member, cjson.encode({brokerName = brokerName, brokerId = brokerId,
   epoch = epoch, heartbeatTimeoutMillis = timeout, haServerAddr = haAddr, via = via,
-  registeredAt = now, body = (mode == 0 and bodyHash ~= '') and bodyRecord or nil}))
+  registeredAt = now, version = brokerVersion, body = (mode == 0 and bodyHash ~= '') and bodyRecord or nil}))
 rcall('ZADD', K.deadlines, deadline, member)
 rcall('SET', K.alive, epoch, 'PX', timeout)
 -- The connections this session is registered over: a close removes the broker only once none of

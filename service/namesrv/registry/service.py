@@ -18,7 +18,7 @@ import orjson
 from namesrv.config import Settings
 from namesrv.decode_budget import DecodeBudget
 from namesrv.domain import routes
-from namesrv.domain.codes import FLAG_UNIT, FLAG_UNIT_SUB
+from namesrv.domain.codes import FLAG_UNIT, FLAG_UNIT_SUB, version_name
 from namesrv.domain.errors import BadRequest, Disabled, TooLarge
 from namesrv.domain.model import (
     MAX_NAME_LENGTH,
@@ -304,6 +304,7 @@ class RegistryService:
             entry = orjson.loads(raw)
             timeout = int(entry.get("heartbeatTimeoutMillis", 0))
             deadline = deadlines.get(member)
+            version = entry.get("version") if isinstance(entry.get("version"), int) else None
             rows.append(
                 {
                     "member": member,
@@ -313,6 +314,9 @@ class RegistryService:
                     "heartbeatAgeMillis": None if deadline is None else int(now - (deadline - timeout)),
                     "expiresInMillis": None if deadline is None else int(deadline - now),
                     "via": entry.get("via"),
+                    # the broker's MQVersion ordinal and its name; None (left out): registered over HTTP
+                    "version": version,
+                    "versionName": None if version is None else version_name(version),
                 }
             )
         return rows, workers

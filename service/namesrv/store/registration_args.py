@@ -114,6 +114,7 @@ class RegisterBrokerArgs:
     body: BodyFacts = UNDECODED
     holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
     replay_before: int | None = None  # a replay: when the heal began (Redis ms); None: a broker's own
+    version: int | None = None  # the broker's MQVersion ordinal (0-65535); None: unknown (HTTP)
 
     def keys(self, k: Keyspace) -> list[str]:
         return [
@@ -160,6 +161,7 @@ class RegisterBrokerArgs:
             self.body_hash,
             self.holder,
             "" if self.replay_before is None else self.replay_before,
+            "" if self.version is None else self.version,
         ]
 
     def decode(self, reply: Any) -> HeaderOutcome:
