@@ -35,6 +35,7 @@ from namesrv.domain.model import (
 from namesrv.limits import utf8_length
 from namesrv.protocol import render
 from namesrv.protocol.body_delta import RegisterBodyDecoder
+from namesrv.registry.console_facts import ConsoleFacts
 from namesrv.registry.heal import RegistrationKeeper
 from namesrv.registry.kv_tables import KvTables
 from namesrv.registry.registration import BrokerRegistrar, Registration
@@ -94,6 +95,7 @@ class RegistryService:
         self.registrar = BrokerRegistrar(
             store, settings, self.lookups, count_registration, budget, count_limit=self._count_limit
         )
+        self.console = ConsoleFacts(store)  # the operations console's bounded reads
 
     def _count_limit(self, limit: str) -> None:
         self.count_limit(limit)  # looked up at each call: callers may replace count_limit
