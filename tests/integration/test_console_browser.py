@@ -119,3 +119,26 @@ async def test_console_shows_a_broker_live_and_drops_it_when_it_expires(settings
             await conn.aclose()
         await browser.close()
         await close_client(worker)
+
+
+async def test_console_says_how_to_get_the_report_when_no_link_is_set(settings: Settings) -> None:
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip(SKIP_REASON)
+    worker = await start_client(settings)
+    browser = await Browser.start(executable)
+    try:
+        await browser.call("Page.enable")
+        await browser.call("Page.navigate", url=str(worker.make_url("/ui")))
+        await eventually(
+            lambda: browser.evaluate("document.getElementById('health').textContent.includes('Redis up')"),
+            what="the console loaded",
+        )
+        assert await browser.evaluate(REPORT) == [
+            "route-history report: not configured (consoleReportUrl; docs/PIPELINE.md makes one)",
+            None,
+        ]
+        assert "route cache hits – (0 hits, 0 misses)" in await browser.evaluate(HEALTH)
+    finally:
+        await browser.close()
+        await close_client(worker)

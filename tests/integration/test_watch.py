@@ -308,3 +308,26 @@ async def test_write_perm_reads_a_bounded_number_of_queues(
     assert resp.status == 200, await resp.text()
     overview = await (await client.get("/v1/console/overview")).json()
     assert overview["brokerPerms"] == {"b1": {"perm": "rw", "topics": 5, "checked": 3, "writable": 3}}
+
+
+async def test_console_topics_pages_thousands_of_topics(client: Client) -> None:
+    topics = {f"Topic{i:04d}": (i % 7 + 1, i % 5 + 1, 6, 0) for i in range(3000)}
+    resp = await client.post(
+        "/v1/brokers/register", json=register_json("C1", "b1", "10.0.0.1:10911", 0, topics)
+    )
+    assert resp.status == 200, await resp.text()
+    listed = await (await client.get("/v1/console/topics")).json()
+    assert (listed["total"], listed["matched"], len(listed["topics"])) == (3000, 3000, 500)
+    assert listed["topics"][:2] == [
+        {"topic": "Topic0000", "readQueueNums": 1, "writeQueueNums": 1, "brokers": 1},
+        {"topic": "Topic0001", "readQueueNums": 2, "writeQueueNums": 2, "brokers": 1},
+    ]
+    assert listed["topics"][-1] == {
+        "topic": "Topic0499",
+        "readQueueNums": 3,
+        "writeQueueNums": 5,
+        "brokers": 1,
+    }
+    narrowed = await (await client.get("/v1/console/topics", params={"filter": "topic29"})).json()
+    assert (narrowed["total"], narrowed["matched"]) == (3000, 100)
+    assert [t["topic"] for t in narrowed["topics"]] == [f"Topic{i}" for i in range(2900, 3000)]
