@@ -55,6 +55,8 @@
   ARGV[22] a replay's later batch (of a split registration): the epoch the replay of the batch
            before it got; the batch is skipped (status 4) unless the broker is still live at
            that epoch (nobody registered or removed it in between). '' otherwise
+  ARGV[23] the broker's version (the request's MQVersion ordinal, 0 to 65535), '' when unknown
+           (HTTP): kept in its live info for the operations console
 
   Returns: {status, epoch, mode, masterAddr, haServerAddr, hasOrderConfig, orderConfigFlat,
             routeChanged, registeredAt}
@@ -96,6 +98,7 @@ local bodyHash = ARGV[19] or ''
 local holder = ARGV[20] or ''
 local replayOf = tonumber(ARGV[21] or '')
 local replayEpoch = ARGV[22] or ''
+local brokerVersion = tonumber(ARGV[23] or '')
 local member = cluster .. '/' .. addr
 local now = nowMs()
 local prevLive = rcall('HGET', K.live, member)
@@ -268,7 +271,8 @@ local deadline = now + timeout
 -- `body` (what this registration's body amounts to) is kept once the registration is complete.
 rcall('HSET', K.live, member, cjson.encode({brokerName = brokerName, brokerId = brokerId,
   epoch = epoch, heartbeatTimeoutMillis = timeout, haServerAddr = haAddr, via = via,
-  registeredAt = now, copyOf = replayOf, body = (mode == 0 and bodyHash ~= '') and bodyRecord or nil}))
+  registeredAt = now, copyOf = replayOf, version = brokerVersion,
+  body = (mode == 0 and bodyHash ~= '') and bodyRecord or nil}))
 rcall('ZADD', K.deadlines, deadline, member)
 rcall('SET', K.alive, epoch, 'PX', timeout)
 -- The connections this session is registered over: a close removes the broker only once none of

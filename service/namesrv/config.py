@@ -150,6 +150,12 @@ class Settings:
         lo=1,
         hi=100000,
     )
+    consoleReportUrl: str = _opt(
+        "",
+        "Where operators publish the route-history report (docs/PIPELINE.md), linked from the "
+        "console at /ui: an http(s) URL or a path on this host starting with '/'; empty: the "
+        "console says how to produce one.",
+    )
     shutdownTimeoutSeconds: float = _opt(
         20.0, "On SIGTERM: seconds to finish in-flight requests before closing connections.", lo=0
     )
@@ -596,6 +602,7 @@ def read_settings(
             values[key] = _coerce(key, env[name], f"environment {name}")
     settings = Settings(**values)
     _check_write_replicas(settings)
+    _check_report_url(settings.consoleReportUrl)
     return settings, notices + _unknown_env_notices(env)
 
 
@@ -611,6 +618,24 @@ def _check_write_replicas(settings: Settings) -> None:
     if settings.redisWriteReplicas < 0 and not scheme.endswith("+sentinel"):
         raise ConfigError(
             "redisWriteReplicas: -1 counts the replicas Sentinel reports: needs redis+sentinel://"
+        )
+
+
+MAX_REPORT_URL = 2048
+
+
+def _check_report_url(url: str) -> None:
+    """The console renders it as a link: only a web address (never ``javascript:`` and the like)."""
+    if not url:
+        return
+    if len(url) > MAX_REPORT_URL:
+        raise ConfigError(f"consoleReportUrl: longer than {MAX_REPORT_URL} characters")
+    parts = urlsplit(url)
+    web = parts.scheme in ("http", "https") and bool(parts.netloc)
+    local = not parts.scheme and not parts.netloc and url.startswith("/") and not url.startswith("//")
+    if not (web or local) or any(c.isspace() or ord(c) < 32 for c in url):
+        raise ConfigError(
+            f"consoleReportUrl: {url[:80]!r} is neither an http(s) URL nor a path starting with '/'"
         )
 
 

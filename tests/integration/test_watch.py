@@ -8,13 +8,19 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
 from namesrv.client.watch import RouteFollower, SseEvent, sse_events
 from namesrv.config import Settings
-from namesrv.keys import FEED, WATCH, WORKER
+from namesrv.domain.codes import Version
+from namesrv.domain.model import TopicConfig
+from namesrv.keys import FEED, REMOTING, WATCH, WORKER
+from namesrv.registry import console_facts
 from namesrv.registry.watch import entry_key, to_event
+from namesrv.sim.broker import SimBroker, topic_configs
+from namesrv.sim.client import RemotingClient
 from namesrv.store.keyspace import Keyspace
 from tests.builders import register_json
 from tests.conftest import close_client, start_client
@@ -207,3 +213,121 @@ async def test_console_page_and_overview(pair: tuple[Client, Client]) -> None:
     }
     assert 0 <= live["heartbeatAgeMillis"] <= 120000
     assert live["heartbeatAgeMillis"] + live["expiresInMillis"] == 120000
+    # registered over HTTP: no version; both its topics writable; b served no route lookup yet
+    assert "version" not in live and "versionName" not in live
+    assert overview["brokerPerms"] == {"b1": {"perm": "rw", "topics": 2, "checked": 2, "writable": 2}}
+    assert overview["routeCache"] == {"enabled": True, "hits": 0, "misses": 0, "hitRatio": None}
+    assert overview["reportUrl"] == ""
+
+
+async def test_console_shows_version_write_perm_queue_counts_and_cache_ratio(settings: Settings) -> None:
+    # a long staleness bound: every lookup is answered by memory (a hit or a miss, never a bypass)
+    worker = await start_client(
+        dataclasses.replace(
+            settings,
+            routeCacheStalenessMillis=60000,
+            consoleReportUrl="https://reports.example/route-history/",
+        )
+    )
+    conn = await RemotingClient.connect(f"127.0.0.1:{worker.app[REMOTING].port}", version=Version.V4_9_8)
+    try:
+        topics = topic_configs(["OrderEvents", "PaymentEvents"], queues=4)
+        topics["AuditLog"] = TopicConfig("AuditLog", 2, 1, 6)
+        await SimBroker(conn, "C1", "broker-a", "127.0.0.7:10911", topics=topics, timeout_ms=1000).register()
+        await SimBroker(
+            conn,
+            "C1",
+            "broker-b",
+            "127.0.0.8:10911",
+            topics=topic_configs(["OrderEvents", "Other"]),
+            timeout_ms=1000,
+        ).register()
+        wiped = await worker.post("/v1/brokers/broker-a/wipe-write-perm")
+        assert await wiped.json() == {"code": 0, "wipeTopicCount": 3}
+        for _ in range(4):  # one miss, then three hits
+            assert (await worker.get("/v1/routes/OrderEvents")).status == 200
+
+        overview = await (await worker.get("/v1/console/overview")).json()
+        versions = {row["brokerName"]: (row["version"], row["versionName"]) for row in overview["liveness"]}
+        assert versions == {"broker-a": (409, "V4_9_8"), "broker-b": (409, "V4_9_8")}
+        assert overview["brokerPerms"] == {
+            "broker-a": {"perm": "read-only", "topics": 3, "checked": 3, "writable": 0},
+            "broker-b": {"perm": "rw", "topics": 2, "checked": 2, "writable": 2},
+        }
+        assert overview["routeCache"] == {"enabled": True, "hits": 3, "misses": 1, "hitRatio": 0.75}
+        assert overview["reportUrl"] == "https://reports.example/route-history/"
+
+        listed = await (await worker.get("/v1/console/topics")).json()
+        assert listed == {
+            "total": 4,
+            "matched": 4,
+            "topics": [
+                {"topic": "AuditLog", "readQueueNums": 2, "writeQueueNums": 1, "brokers": 1},
+                {"topic": "OrderEvents", "readQueueNums": 12, "writeQueueNums": 12, "brokers": 2},
+                {"topic": "Other", "readQueueNums": 8, "writeQueueNums": 8, "brokers": 1},
+                {"topic": "PaymentEvents", "readQueueNums": 4, "writeQueueNums": 4, "brokers": 1},
+            ],
+        }
+        filtered = await (
+            await worker.get("/v1/console/topics", params={"filter": "EVENTS", "limit": "1"})
+        ).json()
+        assert filtered == {
+            "total": 4,
+            "matched": 2,
+            "topics": [{"topic": "OrderEvents", "readQueueNums": 12, "writeQueueNums": 12, "brokers": 2}],
+        }
+
+        await worker.post("/v1/brokers/broker-a/add-write-perm")
+        overview = await (await worker.get("/v1/console/overview")).json()
+        assert overview["brokerPerms"]["broker-a"] == {"perm": "rw", "topics": 3, "checked": 3, "writable": 3}
+    finally:
+        await conn.aclose()
+        await close_client(worker)
+
+
+async def test_console_topics_refuses_bad_bounds(client: Client) -> None:
+    for params, remark in [
+        ({"limit": "0"}, "limit must be between 1 and 500"),
+        ({"limit": "501"}, "limit must be between 1 and 500"),
+        ({"limit": "ten"}, "limit must be an integer, got 'ten'"),
+        ({"filter": "x" * 256}, "filter must be at most 255 characters"),
+    ]:
+        resp = await client.get("/v1/console/topics", params=params)
+        assert resp.status == 400
+        assert (await resp.json())["remark"] == remark
+
+
+async def test_write_perm_reads_a_bounded_number_of_queues(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(console_facts, "MAX_PERM_CHECKS", 3)
+    topics = {f"T{i}": (4, 4, 6, 0) for i in range(5)}
+    resp = await client.post(
+        "/v1/brokers/register", json=register_json("C1", "b1", "10.0.0.1:10911", 0, topics)
+    )
+    assert resp.status == 200, await resp.text()
+    overview = await (await client.get("/v1/console/overview")).json()
+    assert overview["brokerPerms"] == {"b1": {"perm": "rw", "topics": 5, "checked": 3, "writable": 3}}
+
+
+async def test_console_topics_pages_thousands_of_topics(client: Client) -> None:
+    topics = {f"Topic{i:04d}": (i % 7 + 1, i % 5 + 1, 6, 0) for i in range(3000)}
+    resp = await client.post(
+        "/v1/brokers/register", json=register_json("C1", "b1", "10.0.0.1:10911", 0, topics)
+    )
+    assert resp.status == 200, await resp.text()
+    listed = await (await client.get("/v1/console/topics")).json()
+    assert (listed["total"], listed["matched"], len(listed["topics"])) == (3000, 3000, 500)
+    assert listed["topics"][:2] == [
+        {"topic": "Topic0000", "readQueueNums": 1, "writeQueueNums": 1, "brokers": 1},
+        {"topic": "Topic0001", "readQueueNums": 2, "writeQueueNums": 2, "brokers": 1},
+    ]
+    assert listed["topics"][-1] == {
+        "topic": "Topic0499",
+        "readQueueNums": 3,
+        "writeQueueNums": 5,
+        "brokers": 1,
+    }
+    narrowed = await (await client.get("/v1/console/topics", params={"filter": "topic29"})).json()
+    assert (narrowed["total"], narrowed["matched"]) == (3000, 100)
+    assert [t["topic"] for t in narrowed["topics"]] == [f"Topic{i}" for i in range(2900, 3000)]

@@ -251,3 +251,35 @@ def test_write_replicas_from_sentinel_need_a_sentinel_url() -> None:
     )
     env = {"NAMESRV_REDIS_WRITE_REPLICAS": "-1", "REDIS_URL": "redis+sentinel://127.0.0.1:26379/mymaster"}
     assert read_settings(environ=env)[0].redisWriteReplicas == -1
+
+
+@pytest.mark.parametrize(
+    "url", ["https://reports.example.com/route-history/report.html", "http://10.0.0.5:8000/", "/reports/"]
+)
+def test_console_report_url_takes_a_web_address_or_a_path(url: str) -> None:
+    settings, _ = read_settings(environ={"NAMESRV_CONSOLE_REPORT_URL": url})
+    assert settings.consoleReportUrl == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(1)",
+        "file:///srv/report/report.md",
+        "report/report.md",
+        "//evil.example/x",
+        "https://",
+    ],
+)
+def test_console_report_url_refuses_what_is_not_a_web_link(url: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_settings(environ={"NAMESRV_CONSOLE_REPORT_URL": url})
+    assert str(refused.value) == (
+        f"consoleReportUrl: {url!r} is neither an http(s) URL nor a path starting with '/'"
+    )
+
+
+def test_console_report_url_is_bounded() -> None:
+    with pytest.raises(ConfigError) as refused:
+        read_settings(environ={"NAMESRV_CONSOLE_REPORT_URL": "https://example.com/" + "r" * 2048})
+    assert str(refused.value) == "consoleReportUrl: longer than 2048 characters"

@@ -60,6 +60,33 @@ class Version(IntEnum):
     HIGHER_VERSION = 612
 
 
+def _version_names() -> tuple[str, ...]:
+    """Every ``MQVersion.Version`` name by ordinal, from the enum's layout: sixteen 3.0.0
+    pre-releases, then a ``_SNAPSHOT`` and a release per version (3.0.1-3.0.15, 3.1.0-3.2.9,
+    3.3.1-3.9.9 with no x.y.0, 4.0.0-5.9.9), then ``HIGHER_VERSION``."""
+    names = ["V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1"] + [f"V3_0_0_BETA{n}" for n in range(1, 6)]
+    for n in range(6, 10):
+        names += [f"V3_0_0_BETA{n}_SNAPSHOT", f"V3_0_0_BETA{n}"]
+    names.append("V3_0_0_FINAL")
+    releases = [(3, 0, p) for p in range(1, 16)] + [(3, m, p) for m in (1, 2) for p in range(10)]
+    releases += [(3, m, p) for m in range(3, 10) for p in range(1, 10)]
+    releases += [(major, m, p) for major in (4, 5) for m in range(10) for p in range(10)]
+    for major, minor, patch in releases:
+        names += [f"V{major}_{minor}_{patch}_SNAPSHOT", f"V{major}_{minor}_{patch}"]
+    return (*names, "HIGHER_VERSION")
+
+
+VERSION_NAMES = _version_names()
+
+
+def version_name(ordinal: int) -> str:
+    """``MQVersion.getVersionDesc``: the name of a request's ``version``; an ordinal past the
+    enum reads ``HIGHER_VERSION`` as in Java, a negative one (no Java client sends it) its number."""
+    if ordinal < 0:
+        return str(ordinal)
+    return VERSION_NAMES[min(ordinal, len(VERSION_NAMES) - 1)]
+
+
 LANGUAGES: tuple[str, ...] = (
     "JAVA",
     "CPP",

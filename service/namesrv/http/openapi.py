@@ -76,6 +76,90 @@ TOPIC_LIST = {
 }
 OK = {"type": "object", "properties": {"code": INT}}
 
+NULLABLE_INT = {"type": ["integer", "null"]}
+CONSOLE_SCHEMAS: dict[str, Any] = {
+    "ConsoleOverview": {
+        "type": "object",
+        "properties": {
+            "worker": STR,
+            "redis": {"type": "object", "properties": {"reachable": {"type": "boolean"}, "reason": STR}},
+            "cluster": {"type": "object", "description": "as /v1/cluster"},
+            "liveness": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "member": {"type": "string", "description": "<cluster>/<brokerAddr>"},
+                        "brokerName": STR,
+                        "brokerId": INT,
+                        "timeoutMillis": INT,
+                        "heartbeatAgeMillis": NULLABLE_INT,
+                        "expiresInMillis": NULLABLE_INT,
+                        "via": {"type": "string", "description": "the worker that took the registration"},
+                        "version": {
+                            "type": "integer",
+                            "description": "the request version of its last REGISTER_BROKER (MQVersion "
+                            "ordinal, e.g. 409); absent when it registered over HTTP",
+                        },
+                        "versionName": {
+                            "type": "string",
+                            "description": "that version's MQVersion name, e.g. V4_9_8 (absent with version)",
+                        },
+                    },
+                },
+            },
+            "brokerPerms": {
+                "type": "object",
+                "description": "broker name -> its write permission, from the perm of its queues "
+                "(the first 1000 names; at most 20,000 queues read over all of them)",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "perm": {"enum": ["rw", "read-only", "partly writable", "no queues"]},
+                        "topics": {"type": "integer", "description": "topics it has a queue in"},
+                        "checked": {"type": "integer", "description": "of them, read"},
+                        "writable": {"type": "integer", "description": "of those, with the write bit"},
+                    },
+                },
+            },
+            "workersSeen": INT,
+            "kvNamespaces": {"type": "object", "additionalProperties": INT, "description": "bytes held"},
+            "topics": INT,
+            "watchers": INT,
+            "routeCache": {
+                "type": "object",
+                "description": "this worker's route cache since it started",
+                "properties": {
+                    "enabled": {"type": "boolean"},
+                    "hits": INT,
+                    "misses": INT,
+                    "hitRatio": {"type": ["number", "null"], "description": "hits / (hits + misses)"},
+                },
+            },
+            "reportUrl": {"type": "string", "description": "consoleReportUrl ('' when not set)"},
+        },
+    },
+    "ConsoleTopics": {
+        "type": "object",
+        "properties": {
+            "total": {"type": "integer", "description": "topics in the fleet"},
+            "matched": {"type": "integer", "description": "of them, matching the filter"},
+            "topics": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "topic": STR,
+                        "readQueueNums": {"type": "integer", "description": "summed over its brokers"},
+                        "writeQueueNums": {"type": "integer", "description": "summed over its brokers"},
+                        "brokers": {"type": "integer", "description": "broker names holding its queues"},
+                    },
+                },
+            },
+        },
+    },
+}
+
 SCHEMAS: dict[str, Any] = {
     "Error": {
         "type": "object",
@@ -214,7 +298,7 @@ OPENAPI: dict[str, Any] = {
         "description": "JSON API of a RocketMQ NameServer fleet. Errors are {code, remark} with "
         "the RocketMQ response code.",
     },
-    "components": {"schemas": SCHEMAS},
+    "components": {"schemas": SCHEMAS | CONSOLE_SCHEMAS},
     "paths": {
         "/livez": {"get": _op("livez", "Process is alive (no Redis call)", _resp("alive"))},
         "/readyz": {
@@ -310,8 +394,21 @@ OPENAPI: dict[str, Any] = {
         "/v1/console/overview": {
             "get": _op(
                 "consoleOverview",
-                "The operations console's data: clusters, brokers, KV namespace sizes, Redis health",
-                _resp("overview", {"type": "object"}),
+                "The operations console's data: clusters, brokers (version, write permission), KV "
+                "namespace sizes, Redis health, this worker's route cache hit ratio, the report link",
+                _resp("overview", _ref("ConsoleOverview")),
+            )
+        },
+        "/v1/console/topics": {
+            "get": _op(
+                "consoleTopics",
+                "The console's topic list: topics whose name contains `filter` (any case), sorted, "
+                "the first `limit` with their queue counts summed over brokers",
+                _resp("topics", _ref("ConsoleTopics"), 400),
+                params=[
+                    _query("filter", "part of the topic name, any case (at most 255 characters)"),
+                    _query("limit", "topics listed with queue counts, 1-500 (default 500)"),
+                ],
             )
         },
         "/v1/watch": {

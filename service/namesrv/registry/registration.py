@@ -52,6 +52,7 @@ from namesrv.store.registry_store import HeaderOutcome, RegistryStore
 log = logging.getLogger(__name__)
 MIN_TIMEOUT_MS = 1000
 MAX_TIMEOUT_MS = 24 * 3600 * 1000
+MAX_BROKER_VERSION = 65535
 REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
 _T = TypeVar("_T")
 
@@ -127,6 +128,7 @@ class BrokerRegistrar:
             holder=req.holder,
             replay_of=req.replay_of,
             replay_epoch=req.replay_epoch,
+            version=_broker_version(req.body),
         )
         if req.wrapper is not None:
             configs = req.wrapper.topicConfigTable
@@ -357,6 +359,14 @@ class BrokerRegistrar:
 
 def _inflates(body: RawBody) -> bool:
     return inflates(body.data, version=body.version, compressed=body.compressed)
+
+
+def _broker_version(body: RawBody | None) -> int | None:
+    """The version a remoting registration carried (its request's), kept for the console; one
+    outside what the binary header can hold (an int16) is not kept. HTTP registrations have none."""
+    if body is None or not 0 <= body.version <= MAX_BROKER_VERSION:
+        return None
+    return body.version
 
 
 def _big(body: RawBody) -> bool:

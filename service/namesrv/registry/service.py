@@ -18,7 +18,7 @@ import orjson
 from namesrv.config import Settings
 from namesrv.decode_budget import DecodeBudget
 from namesrv.domain import routes
-from namesrv.domain.codes import FLAG_UNIT, FLAG_UNIT_SUB
+from namesrv.domain.codes import FLAG_UNIT, FLAG_UNIT_SUB, version_name
 from namesrv.domain.errors import BadRequest, Disabled, TooLarge
 from namesrv.domain.model import (
     MAX_NAME_LENGTH,
@@ -35,6 +35,7 @@ from namesrv.domain.model import (
 from namesrv.limits import utf8_length
 from namesrv.protocol import render
 from namesrv.protocol.body_delta import RegisterBodyDecoder
+from namesrv.registry.console_facts import ConsoleFacts
 from namesrv.registry.heal import RegistrationKeeper
 from namesrv.registry.kv_tables import KvTables
 from namesrv.registry.registration import BrokerRegistrar, Registration
@@ -93,6 +94,7 @@ class RegistryService:
         self.registrar = BrokerRegistrar(
             store, settings, self.lookups, count_registration, budget, count_limit=self._count_limit
         )
+        self.console = ConsoleFacts(store)  # the operations console's bounded reads
 
     def _count_limit(self, limit: str) -> None:
         self.count_limit(limit)  # looked up at each call: callers may replace count_limit
@@ -303,6 +305,7 @@ class RegistryService:
             entry = orjson.loads(raw)
             timeout = int(entry.get("heartbeatTimeoutMillis", 0))
             deadline = deadlines.get(member)
+            version = entry.get("version") if isinstance(entry.get("version"), int) else None
             rows.append(
                 {
                     "member": member,
@@ -312,6 +315,9 @@ class RegistryService:
                     "heartbeatAgeMillis": None if deadline is None else int(now - (deadline - timeout)),
                     "expiresInMillis": None if deadline is None else int(deadline - now),
                     "via": entry.get("via"),
+                    # the broker's MQVersion ordinal and its name; None (left out): registered over HTTP
+                    "version": version,
+                    "versionName": None if version is None else version_name(version),
                 }
             )
         return rows, workers

@@ -117,6 +117,7 @@ class RegisterBrokerArgs:
     holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
     replay_of: int | None = None  # a replay: the Redis time (ms) of the registration it replays
     replay_epoch: int | None = None  # a replay's later batch: the epoch the previous batch got
+    version: int | None = None  # the broker's MQVersion ordinal (0-65535); None: unknown (HTTP)
 
     def keys(self, k: Keyspace) -> list[str]:
         return [
@@ -164,6 +165,7 @@ class RegisterBrokerArgs:
             self.holder,
             "" if self.replay_of is None else self.replay_of,
             "" if self.replay_epoch is None else self.replay_epoch,
+            "" if self.version is None else self.version,
         ]
 
     def decode(self, reply: Any) -> HeaderOutcome:
