@@ -565,3 +565,24 @@ async def test_without_acl_anyone_may_unregister_a_broker_as_in_java(node_defaul
         ).code == 17
     finally:
         await owner.aclose()
+
+
+async def test_the_console_works_with_acl_on_without_an_account_and_shows_no_secret(enforcing: Node) -> None:
+    """#30: the console is read-only: with ACL enforcing it needs no account, and what it reads
+    holds no access key, secret or signature (a signed registration's included)."""
+    conn = await register_signed(enforcing.addr, PLAIN)
+    try:
+        client = enforcing.app
+        page = await client.get("/ui")
+        assert page.status == 200 and "namesrv console" in await page.text()
+        overview = await client.get("/v1/console/overview")
+        assert overview.status == 200
+        text = await overview.text()
+        assert "broker-a" in text
+        topics = await client.get("/v1/console/topics", params={"filter": "Topic"})
+        assert topics.status == 200
+        assert [t["topic"] for t in (await topics.json())["topics"]] == ["TopicTest"]
+        for secret in (*ADMIN, *PLAIN, FENCED[1], "Signature", "AccessKey"):
+            assert secret not in text
+    finally:
+        await conn.aclose()
