@@ -50,11 +50,12 @@
            connection (it then holds the broker: unregisterBroker; its worker is seen running
            now, see noteWorker), '' otherwise (HTTP)
   ARGV[21] a replay (registry/heal.py): the Redis time (ms) of the registration it replays, '' for
-           a broker's own. A replay changes nothing (status 4) when the live registration is as
-           new or newer: the broker's own since, or another worker's newer copy replayed first
-  ARGV[22] a replay's later batch (of a split registration): the epoch the replay of the batch
-           before it got; the batch is skipped (status 4) unless the broker is still live at
-           that epoch (nobody registered or removed it in between). '' otherwise
+           a broker's own. Unless the live registration is this same copy's (its copyOf, so a
+           retried call goes on), a replay changes nothing (status 4) when the live registration
+           is as new or newer: the broker's own since, or another worker's newer copy
+  ARGV[22] '1' for a replay's later batch (of a split registration): skipped (status 4) unless
+           the live registration is this copy's, so a broker that registered or left meanwhile
+           wins; '' otherwise
   ARGV[23] the broker's version (the request's MQVersion ordinal, 0 to 65535), '' when unknown
            (HTTP): kept in its live info for the operations console
 
@@ -63,8 +64,8 @@
     status 1 registered; 0 refused (R7: first registration of an id carrying exactly one topic);
     2 ignored (R6: an older stateVersion than the live registration of the same id);
     3 body needed (ARGV[9] was '' and the body is not the last complete one): nothing was changed.
-    4 skipped: a replay (ARGV[21]) older than the live registration (a later batch: the broker
-      registered or left since its batch before, ARGV[22]): nothing changed.
+    4 skipped: a replay (ARGV[21]) older than the live registration (a later batch, ARGV[22]:
+      the live registration is not this copy's): nothing changed.
     mode 0 topics untouched; 1 upsert every topic; 2 add only topics missing for the broker.
     masterAddr/haServerAddr are '' unless the broker is a slave and its master is live (R13).
     orderConfigFlat is HGETALL of the ORDER_TOPIC_CONFIG namespace when hasOrderConfig is 1.
@@ -97,7 +98,7 @@ local pruneLeftovers = ARGV[18] == '1'
 local bodyHash = ARGV[19] or ''
 local holder = ARGV[20] or ''
 local replayOf = tonumber(ARGV[21] or '')
-local replayEpoch = ARGV[22] or ''
+local replayContinues = ARGV[22] == '1'
 local brokerVersion = tonumber(ARGV[23] or '')
 local member = cluster .. '/' .. addr
 local now = nowMs()
@@ -106,8 +107,9 @@ local prevLive = rcall('HGET', K.live, member)
 if replayOf then
   -- a live registration is as old as what it replays (copyOf), else as its own time
   local info = decodeOrNil(prevLive)
-  if (replayEpoch ~= '' and (not info or tostring(info.epoch) ~= replayEpoch))
-      or (replayEpoch == '' and info and tonumber(info.copyOf or info.registeredAt or 0) >= replayOf) then
+  local ours = info ~= nil and tonumber(info.copyOf or '') == replayOf
+  if not ours and (replayContinues
+      or (info and tonumber(info.copyOf or info.registeredAt or 0) >= replayOf)) then
     return {4, 0, 0, '', '', 0, {}, 0, 0}
   end
 end

@@ -745,22 +745,25 @@ async def test_a_replay_registers_a_broker_the_data_set_lost(
     assert await redis.smembers(Keyspace(namespace).btopics("broker-a")) == {"Old1", "Old2"}
 
 
-async def test_a_later_batch_of_a_replay_lands_only_at_the_epoch_its_batch_before_got(
+async def test_a_later_batch_of_a_replay_lands_only_while_the_live_registration_is_the_copys(
     service: RegistryService, redis: Redis, namespace: str
 ) -> None:
-    began = await service.store.server_time_ms()
-    first = dataclasses.replace(register(topics=["Old1", "Old2"]), replay_of=began)
+    copied_at = await service.store.server_time_ms()
+    first = dataclasses.replace(register(topics=["Old1", "Old2"]), replay_of=copied_at)
     _, registration = await service.register_broker(first)
     assert registration is not None
+    # a retried first batch whose first try landed (a reply lost on a reset) goes on
+    again, _ = await service.register_broker(first)
+    assert again is not None and again.accepted
     second = dataclasses.replace(
-        register(topics=["Old3", "Old4"]), replay_of=began, replay_epoch=registration.epoch
+        register(topics=["Old3", "Old4"]), replay_of=copied_at, replay_continues=True
     )
     _, later = await service.register_broker(second)
     assert later is not None and later.epoch > registration.epoch
-    # the broker registers on its own: a batch naming the replay's last epoch changes nothing
+    # the broker registers on its own: a later batch of the replay changes nothing
     own, _ = await service.register_broker(register(topics=["Fresh1", "Fresh2"], counter=2))
     assert own is not None
-    third = dataclasses.replace(register(topics=["Old5", "Old6"]), replay_of=began, replay_epoch=later.epoch)
+    third = dataclasses.replace(register(topics=["Old5", "Old6"]), replay_of=copied_at, replay_continues=True)
     assert await service.register_broker(third) == (RegisterBrokerResult(accepted=False), None)
     assert await redis.smembers(Keyspace(namespace).btopics("broker-a")) == {
         "Old1",

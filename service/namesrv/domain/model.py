@@ -275,8 +275,7 @@ class RegisterBrokerRequest:
     holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
     # a heal's replay: the Redis time (ms) of the registration it replays (registry/heal.py)
     replay_of: int | None = None
-    # a heal's later batch of a split registration: the epoch its previous batch's replay got
-    replay_epoch: int | None = None
+    replay_continues: bool = False  # a heal's later batch of a split registration
 
 
 @dataclass(frozen=True)

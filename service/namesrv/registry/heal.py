@@ -43,6 +43,7 @@ from namesrv.registry.changefeed import LISTENER_ERROR
 from namesrv.registry.registration import Registration
 from namesrv.store.changelog import EventKind
 from namesrv.store.keyspace import live_member
+from namesrv.store.registry_store import redis_patience
 
 log = logging.getLogger(__name__)
 # Bodies at least this big are compressed in a thread (about 10 ms for 1.7 MB at level 1).
@@ -51,9 +52,13 @@ REPLAYS_IN_FLIGHT = 4  # replays a worker runs at once (each is a registration's
 # Batches kept per broker: 1,250 split requests of 800 topics is a million topics on one broker.
 MAX_BATCHES = 2048
 # A replay that fails (Redis answering again but not yet steadily: stale pooled connections, a
-# second restart, a failover still settling) is tried again until this long after the heal began;
-# a copy given up waits for the broker's own next registration, as without a heal.
+# second restart, a failover still settling) is tried again until this long after the heal began
+# or its last batch landed; a copy given up waits for the broker's own next registration, as
+# without a heal.
 RETRY_FOR_SECONDS = 20.0
+# How much longer than a client's request each Redis call of a replay may take (redisTimeoutMillis
+# + this): on a busy machine a replay that gives up at a client's deadline starts over each time.
+REPLAY_PATIENCE_S = 4.0
 RETRY_FIRST_WAIT = 0.1
 RETRY_MAX_WAIT = 2.0
 FORGETTING = frozenset({EventKind.UNREGISTER, EventKind.CLOSE, EventKind.EXPIRE})
@@ -110,7 +115,6 @@ class _Progress:
     """How far one kept copy's replay got: a retry goes on from the batch that failed."""
 
     next_batch: int = 0
-    epoch: int | None = None  # what the replay of the batch before got
 
 
 class RegistrationKeeper:
@@ -225,18 +229,26 @@ class RegistrationKeeper:
     async def _replay_all(self, reason: str) -> None:
         self.healing = True
         started = time.monotonic()
-        give_up_at = started + RETRY_FOR_SECONDS
         outcomes = {"replayed": 0, "skipped": 0, "failed": 0, "retried": 0}
         try:
             gate = asyncio.Semaphore(REPLAYS_IN_FLIGHT)
 
             async def one(key: tuple[str, str], kept: _Kept) -> None:
+                # Redis calls made for a replay may take longer than a client's: a slow Redis
+                # is no reason to give up (and start the batch over) on a registration that
+                # nobody waits for
+                redis_patience.set(REPLAY_PATIENCE_S)
                 wait = RETRY_FIRST_WAIT
                 progress = _Progress()
                 seq = kept.seq
+                give_up_at = started + RETRY_FOR_SECONDS
                 while True:
+                    done_before = progress.next_batch
                     async with gate:
                         outcome = await self._replay(kept, progress)
+                    if progress.next_batch > done_before:  # a batch landed: the heal moves on
+                        give_up_at = time.monotonic() + RETRY_FOR_SECONDS
+                        wait = RETRY_FIRST_WAIT
                     current = self._kept.get(key) is kept  # not superseded, closed or forgotten
                     if outcome != "failed" or not current or time.monotonic() + wait > give_up_at:
                         break
@@ -285,7 +297,7 @@ class RegistrationKeeper:
                 kept.request,
                 body=RawBody(data or None, batch.version, batch.compressed),
                 replay_of=kept.registered_at,
-                replay_epoch=progress.epoch,
+                replay_continues=progress.next_batch > 0,
             )
             try:
                 result, registration = await self._register(request)
@@ -304,7 +316,6 @@ class RegistrationKeeper:
             if registration is None:
                 return "skipped" if result is not None else "failed"
             kept.on_replayed(registration)
-            progress.epoch = registration.epoch
             progress.next_batch += 1
         return "replayed"
 

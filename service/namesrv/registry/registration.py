@@ -127,7 +127,7 @@ class BrokerRegistrar:
             body_hash=req.body.hash if req.body is not None else "",
             holder=req.holder,
             replay_of=req.replay_of,
-            replay_epoch=req.replay_epoch,
+            replay_continues=req.replay_continues,
             version=_broker_version(req.body),
         )
         if req.wrapper is not None:

@@ -36,10 +36,11 @@ that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is 
   Redis outage that starts right after a change still finds them (with the change).
 
 **Heal**: when Redis lost registrations (a new data set), the fleet replays them
-(:mod:`namesrv.registry.heal`); for ``heal_s`` a lookup Redis answers "no such topic" gets the
-route cached before the loss, or "name server not ready" (clients retry): no topic that existed
-before the loss is ever answered TOPIC_NOT_EXIST while it heals. Redis is still read first, so
-what it holds again (the replays, the brokers' own registrations) is what lookups get.
+(:mod:`namesrv.registry.heal`); for ``heal_s`` the routes cached before the loss are served as they
+were until a change names them (a replay's or a broker's own queue writes, a broker leaving):
+from then on Redis answers them again. A lookup Redis answers "no such topic" meanwhile gets "name
+server not ready" instead (clients retry): no topic that existed before the loss is ever answered
+TOPIC_NOT_EXIST while it heals, and the heal's replays do not compete with a lookup per request.
 
 Entries also expire after ``MAX_AGE_S`` (jittered), a last bound should an event ever be missed.
 Negative answers (unknown topic) are kept for ``routeNegativeCacheMillis`` and dropped as soon as
@@ -113,6 +114,9 @@ class RouteCache:
         self.clock = clock
         self._routes: OrderedDict[str, CachedRoute] = OrderedDict()
         self._missing: dict[str, float] = {}  # topic -> local expiry of the negative answer
+        # Topics Redis did not hold during a heal: "not ready" until a change names them, so a
+        # lookup per request does not compete with the replays for Redis
+        self._unready: set[str] = set()
         self._by_broker: dict[str, set[str]] = {}  # broker name -> cached topics showing it
         # member -> its deadline (local monotonic) as last heard, for the addresses cached routes
         # show: moved by every registration and heartbeat in the change log
@@ -199,9 +203,12 @@ class RouteCache:
         if missing_until is not None and missing_until > now:
             self._count_hit(outage)
             return False
-        if outage:  # Redis does not answer during a heal: what was cached before the loss
-            return self._before_the_loss(topic, now)
-        return None
+        if self._unready and topic in self._unready:
+            if now < self._healing_until:
+                self.heal_refusals += 1
+                raise NotReady()
+            self._unready.clear()
+        return self._before_the_loss(topic, now)
 
     def _before_the_loss(self, topic: str, now: float) -> CachedRoute | None:
         if self._before_loss:
@@ -212,17 +219,30 @@ class RouteCache:
                 return before
         return None
 
-    def _absent(self, topic: str, now: float) -> CachedRoute | None:
+    def _absent(self, topic: str, now: float, generation: int) -> CachedRoute | None:
         """Redis says ``topic`` has no route. During a heal that may only mean its broker is not
-        replayed yet: the route cached before the loss answers, else "not ready" (clients retry);
-        never TOPIC_NOT_EXIST. Redis is read first, though: what it holds again is the answer."""
+        replayed yet: "not ready" (clients retry), never TOPIC_NOT_EXIST."""
         if now < self._healing_until:
-            before = self._before_the_loss(topic, now)
-            if before is not None:
-                return before
             self.heal_refusals += 1  # not yet replayed, maybe: not an answer to keep or give
+            if generation == self._generation:  # (no change came while it was read)
+                self._unready.add(topic)
             raise NotReady()
         return None
+
+    def _forget_before_loss(self, kind: str, impact: RouteImpact) -> None:
+        """A pre-loss route is served only until a change names it: then Redis holds its own
+        answer again (a replay wrote its queues, a broker registered on its own) or it changed
+        for good (a broker left). A replay's registration itself, which only brings a broker's
+        BrokerData back as it was, leaves them: its queue writes follow, naming their topics."""
+        if impact.everything:
+            self._before_loss = {}
+            return
+        for topic in impact.topics:
+            self._before_loss.pop(topic, None)
+        gone = impact.broker
+        if gone is not None and (kind in BROKER_EVENTS or kind == EventKind.CLEAN_QUEUES):
+            for topic in [t for t, e in self._before_loss.items() if gone in e.broker_names()]:
+                del self._before_loss[topic]
 
     def healing(self) -> bool:
         return self.clock() < self._healing_until
@@ -343,12 +363,13 @@ class RouteCache:
             raise Busy(OVERLOAD_REMARK)
         self.bypasses += 1
         self._bypassing += 1
+        generation = self._generation
         try:
             lookup = await self._fill(topic)
         finally:
             self._bypassing -= 1
         if lookup.route is None:
-            return self._absent(topic, self.clock())
+            return self._absent(topic, self.clock(), generation)
         return CachedRoute(lookup.route, lookup.valid_until)
 
     async def _load(self, topic: str, served_at: float | None = None) -> CachedRoute | None:
@@ -357,7 +378,7 @@ class RouteCache:
         now = self.clock()
         if lookup.route is None:
             if now < self._healing_until:
-                return self._absent(topic, now)
+                return self._absent(topic, now, generation)
             if generation == self._generation:
                 self._missing[topic] = now + self.negative_s
             return None
@@ -412,6 +433,7 @@ class RouteCache:
             self.invalidations += 1
             self._dropped(topic, self._forget(topic), served_since)
             self._missing.pop(topic, None)
+            self._unready.discard(topic)
         self._wake_refresher()
 
     def invalidate_broker(self, broker_name: str) -> None:
@@ -421,6 +443,7 @@ class RouteCache:
             self.invalidations += 1
             self._dropped(topic, self._forget(topic), served_since)
         self._missing.clear()  # a broker that appears can make unknown topics routable
+        self._unready.clear()
         self._wake_refresher()
 
     def clear(self) -> None:
@@ -428,6 +451,7 @@ class RouteCache:
         self.invalidations += len(self._routes)
         self._routes.clear()
         self._missing.clear()
+        self._unready.clear()
         self._by_broker.clear()
         self._deadlines.clear()
 
@@ -444,7 +468,10 @@ class RouteCache:
     async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
         """Apply one change-log entry (see lua/README.md, "Change log")."""
         self._note_deadline(kind, fields)
-        self.apply(route_impact(kind, fields))
+        impact = route_impact(kind, fields)
+        self.apply(impact)
+        if self._before_loss:
+            self._forget_before_loss(kind, impact)
 
     def _note_deadline(self, kind: str, fields: Mapping[str, str]) -> None:
         """A registration or heartbeat moves its address's deadline (a removal forgets it)."""

@@ -116,7 +116,7 @@ class RegisterBrokerArgs:
     body: BodyFacts = UNDECODED
     holder: str = ""  # the remoting connection it came over ('<workerId>#<n>'); '' for HTTP
     replay_of: int | None = None  # a replay: the Redis time (ms) of the registration it replays
-    replay_epoch: int | None = None  # a replay's later batch: the epoch the previous batch got
+    replay_continues: bool = False  # a replay's later batch (of a split registration)
     version: int | None = None  # the broker's MQVersion ordinal (0-65535); None: unknown (HTTP)
 
     def keys(self, k: Keyspace) -> list[str]:
@@ -164,7 +164,7 @@ class RegisterBrokerArgs:
             self.body_hash,
             self.holder,
             "" if self.replay_of is None else self.replay_of,
-            "" if self.replay_epoch is None else self.replay_epoch,
+            flag(self.replay_continues),
             "" if self.version is None else self.version,
         ]
 

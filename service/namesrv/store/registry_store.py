@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -56,6 +57,9 @@ from namesrv.store.scripts import ScriptRegistry
 __all__ = ["SCHEMA_VERSION", "HeaderOutcome", "RegistryStore", "RouteSnapshot"]
 R = TypeVar("R")
 T = TypeVar("T")
+# Seconds a call may take beyond the deadline, for work no client waits on: set by a task for
+# every call it makes (a heal's replay, registry/heal.py); 0 for requests.
+redis_patience: ContextVar[float] = ContextVar("redis_patience", default=0.0)
 
 SCHEMA_VERSION = 1
 
@@ -116,11 +120,13 @@ class RegistryStore:
         if self.timeout_s is None:
             result = await self._gated(command)
         else:
+            timeout_s = self.timeout_s + slack_s + redis_patience.get()
             try:
-                result = await within(self.timeout_s + slack_s, self._gated(command))
+                result = await within(timeout_s, self._gated(command))
             except TimeoutError:
-                remark = f"Redis unavailable: no answer within {(self.timeout_s + slack_s) * 1000:.0f} ms"
-                raise StoreUnavailable(remark) from None
+                raise StoreUnavailable(
+                    f"Redis unavailable: no answer within {timeout_s * 1000:.0f} ms"
+                ) from None
         if health is not None:
             health.note_answer(sent_at)
         return result
