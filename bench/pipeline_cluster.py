@@ -28,7 +28,11 @@ def _submit(
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"spark-submit on {master} failed: {done.stderr[-2000:]}")
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    # the job's summary is its one JSON line; Spark may print after it
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"spark-submit on {master} printed no summary: {done.stdout[-2000:]}")
+    summary = json.loads(lines[-1])
     seconds: dict[str, float] = summary["seconds"]
     return {
         "events": summary["events"],
