@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import replace
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,7 +18,7 @@ from pyspark.testing import assertDataFrameEqual
 from namesrv.events import layout
 from namesrv.pipeline import io
 from namesrv.pipeline.cli import main as pipeline_main
-from namesrv.pipeline.job import TABLES, PipelineConfig, run
+from namesrv.pipeline.job import TABLES, PipelineConfig, RunSummary, run
 from namesrv.pipeline.report import render
 from namesrv.pipeline.synth import generate
 from tests.pipeline.test_synth import TINY
@@ -33,14 +34,36 @@ def _arrow_names(schema: StructType, name: str) -> list[str]:
     return [n for n in names if n != key] + ([key] if key else [])
 
 
-def test_run_accounts_for_every_line_and_writes_every_table(spark: SparkSession, tmp_path: Path) -> None:
-    export = tmp_path / "export"
+@dataclass(frozen=True)
+class TextRun:
+    """One run of the job on a TINY jsonl export with bad lines, shared by the tests below
+    (each full run costs tens of seconds of the Spark tier): what was written and what came out."""
+
+    export: Path
+    events: int
+    bad: int
+    cfg: PipelineConfig
+    summary: RunSummary
+
+
+@pytest.fixture(scope="module")
+def text_run(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> TextRun:
+    root = tmp_path_factory.mktemp("text-run")
+    export = root / "jsonl"
     events, bad = generate(replace(TINY, bad_rate=0.01), export, shards=2)
-    lines = sum(len(gzip.decompress(f.read_bytes()).splitlines()) for f in export.glob("day=*/*.gz"))
+    cfg = PipelineConfig(
+        inputs=(str(export),), output=str(root / "tables"), as_of_ms=(TINY.start_ms + 3_600_000,)
+    )
+    return TextRun(export, events, bad, cfg, run(spark, cfg))
+
+
+def test_run_accounts_for_every_line_and_writes_every_table(
+    spark: SparkSession, text_run: TextRun, tmp_path: Path
+) -> None:
+    events, bad, cfg, summary = text_run.events, text_run.bad, text_run.cfg, text_run.summary
+    lines = sum(len(gzip.decompress(f.read_bytes()).splitlines()) for f in text_run.export.glob("day=*/*.gz"))
     assert bad > 0 and lines == events + bad
-    out = str(tmp_path / "tables")
-    cfg = PipelineConfig(inputs=(str(export),), output=out, as_of_ms=(TINY.start_ms + 3_600_000,))
-    summary = run(spark, cfg)
+    out = cfg.output
     assert summary.events + summary.rejected == lines
     assert summary.events == events  # every bad line was an extra line: none of the good ones is lost
     for name, schema in TABLES.items():
@@ -49,7 +72,11 @@ def test_run_accounts_for_every_line_and_writes_every_table(spark: SparkSession,
         assert pq.read_table(f"{out}/{name}").schema.names == _arrow_names(schema, name), name
     assert pq.read_table(f"{out}/events").num_rows == events
     assert io.read_table(spark, out, "route_as_of", TABLES["route_as_of"]).count() > 0
-    again = run(spark, replace(cfg, from_events=True))  # the answers alone, from the events table
+    # the answers alone, from the events table (into a copy: the shared run's tables stay as written)
+    again_out = tmp_path / "tables"
+    shutil.copytree(Path(out) / "events", again_out / "events")
+    shutil.copytree(Path(out) / "rejects", again_out / "rejects")
+    again = run(spark, replace(cfg, output=str(again_out), from_events=True))
     assert again.events == summary.events
 
     report = render(spark, out, tmp_path / "report")
@@ -92,20 +119,14 @@ def _to_parquet(src: Path, dst: Path) -> int:
     return skipped
 
 
-def test_parquet_export_gives_the_same_tables_as_jsonl(spark: SparkSession, tmp_path: Path) -> None:
-    export = tmp_path / "jsonl"
-    generate(replace(TINY, bad_rate=0.01), export, shards=2)
-    corrupt = _to_parquet(export, tmp_path / "parquet")
+def test_parquet_export_gives_the_same_tables_as_jsonl(
+    spark: SparkSession, text_run: TextRun, tmp_path: Path
+) -> None:
+    corrupt = _to_parquet(text_run.export, tmp_path / "parquet")
     assert corrupt > 0
-    as_of = (TINY.start_ms + 3_600_000,)
-    results = {}
-    for fmt in ("jsonl", "parquet"):
-        out = str(tmp_path / f"tables-{fmt}")
-        results[fmt] = (
-            run(spark, PipelineConfig(inputs=(str(tmp_path / fmt),), output=out, as_of_ms=as_of)),
-            out,
-        )
-    (text, text_out), (cols, cols_out) = results["jsonl"], results["parquet"]
+    text, text_out = text_run.summary, text_run.cfg.output
+    cols_out = str(tmp_path / "tables-parquet")
+    cols = run(spark, replace(text_run.cfg, inputs=(str(tmp_path / "parquet"),), output=cols_out))
     assert cols.events == text.events and cols.rejected == text.rejected - corrupt
     for name, schema in TABLES.items():
         a, b = io.read_table(spark, text_out, name, schema), io.read_table(spark, cols_out, name, schema)
