@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,15 @@ REPORT = (
 )
 
 
+async def open_console(browser: Browser, worker: Any) -> None:
+    await browser.call("Page.enable")
+    await browser.call("Page.navigate", url=str(worker.make_url("/ui")))
+    await eventually(
+        lambda: browser.evaluate("document.getElementById('health').textContent.includes('Redis up')"),
+        what="the console loaded",
+    )
+
+
 async def test_console_shows_a_broker_live_and_drops_it_when_it_expires(settings: Settings) -> None:
     executable = chromium_path()
     if executable is None:
@@ -46,12 +56,7 @@ async def test_console_shows_a_broker_live_and_drops_it_when_it_expires(settings
     browser = await Browser.start(executable)
     conn = None
     try:
-        await browser.call("Page.enable")
-        await browser.call("Page.navigate", url=str(worker.make_url("/ui")))
-        await eventually(
-            lambda: browser.evaluate("document.getElementById('health').textContent.includes('Redis up')"),
-            what="the console loaded",
-        )
+        await open_console(browser, worker)
         assert await browser.evaluate(ROWS) == []
         conn = await RemotingClient.connect(f"127.0.0.1:{worker.app[REMOTING].port}", version=Version.V4_9_8)
         broker = SimBroker(
@@ -128,12 +133,7 @@ async def test_console_says_how_to_get_the_report_when_no_link_is_set(settings: 
     worker = await start_client(settings)
     browser = await Browser.start(executable)
     try:
-        await browser.call("Page.enable")
-        await browser.call("Page.navigate", url=str(worker.make_url("/ui")))
-        await eventually(
-            lambda: browser.evaluate("document.getElementById('health').textContent.includes('Redis up')"),
-            what="the console loaded",
-        )
+        await open_console(browser, worker)
         assert await browser.evaluate(REPORT) == [
             "route-history report: not configured (consoleReportUrl; docs/PIPELINE.md makes one)",
             None,

@@ -301,44 +301,31 @@ class RegistryStore:
         exists, table = await self._bounded(read)
         return dict(table) if exists else None
 
-    async def broker_topic_sets(self, broker_names: Sequence[str]) -> list[list[str]]:
-        """The topics each broker name has queues in (``{ns}:btopics:<name>``), in one round trip."""
+    async def _pipelined(self, queue: Callable[[Any, Any], object], items: Sequence[Any]) -> list[Any]:
+        """One non-transactional pipeline of ``queue(pipe, item)`` for every item: one round trip."""
 
         async def read() -> list[Any]:
             pipe = self.redis.pipeline(transaction=False)
-            for name in broker_names:
-                pipe.smembers(self.k.btopics(name))
+            for item in items:
+                queue(pipe, item)
             return list(await pipe.execute())
 
-        if not broker_names:
-            return []
-        return [sorted(str(t) for t in members) for members in await self._bounded(read)]
+        return await self._bounded(read) if items else []
+
+    async def broker_topic_sets(self, broker_names: Sequence[str]) -> list[list[str]]:
+        """The topics each broker name has queues in (``{ns}:btopics:<name>``), in one round trip."""
+        replies = await self._pipelined(lambda pipe, name: pipe.smembers(self.k.btopics(name)), broker_names)
+        return [sorted(str(t) for t in members) for members in replies]
 
     async def queues_of(self, pairs: Sequence[tuple[str, str]]) -> list[str | None]:
         """The QueueData JSON of each (topic, broker name), None where it has none: one round trip."""
-
-        async def read() -> list[Any]:
-            pipe = self.redis.pipeline(transaction=False)
-            for topic, name in pairs:
-                pipe.hget(self.k.topic(topic), name)
-            return list(await pipe.execute())
-
-        if not pairs:
-            return []
-        return [None if v is None else str(v) for v in await self._bounded(read)]
+        replies = await self._pipelined(lambda pipe, pair: pipe.hget(self.k.topic(pair[0]), pair[1]), pairs)
+        return [None if v is None else str(v) for v in replies]
 
     async def topic_queues(self, topics: Sequence[str]) -> list[dict[str, str]]:
         """Each topic's queues (broker name -> QueueData JSON; empty: no such topic), one round trip."""
-
-        async def read() -> list[Any]:
-            pipe = self.redis.pipeline(transaction=False)
-            for topic in topics:
-                pipe.hgetall(self.k.topic(topic))
-            return list(await pipe.execute())
-
-        if not topics:
-            return []
-        return [{str(k): str(v) for k, v in q.items()} for q in await self._bounded(read)]
+        replies = await self._pipelined(lambda pipe, topic: pipe.hgetall(self.k.topic(topic)), topics)
+        return [{str(k): str(v) for k, v in q.items()} for q in replies]
 
     async def config_overrides(self) -> dict[str, str]:
         raw = await self._q(lambda: self.redis.hgetall(self.k.config))
