@@ -22,7 +22,7 @@ from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
 from namesrv.store.keyspace import Keyspace
 from tests.builders import register_json
-from tests.conftest import close_client, start_client
+from tests.conftest import REDIS_DEADLINE_MS, close_client, start_client
 from tests.integration.test_redis_trouble import RedisProcess
 from tests.polling import eventually
 
@@ -40,7 +40,7 @@ async def redis_process() -> AsyncIterator[RedisProcess]:
 
 @pytest.fixture
 async def fleet(settings: Settings, redis_process: RedisProcess) -> AsyncIterator[list[tuple[Any, str]]]:
-    shaped = dataclasses.replace(settings, redisUrl=redis_process.url)
+    shaped = dataclasses.replace(settings, redisTimeoutMillis=REDIS_DEADLINE_MS, redisUrl=redis_process.url)
     apps = [await start_client(shaped), await start_client(dataclasses.replace(shaped))]
     yield [(app, f"127.0.0.1:{app.app[REMOTING].port}") for app in apps]
     for app in apps:
@@ -238,7 +238,9 @@ async def test_a_failover_to_a_replica_that_missed_writes_is_healed(settings: Se
     from tests.redis_topologies import sentinel_setup
 
     with sentinel_setup() as (url, master, replica, _sentinel_port):
-        app = await start_client(dataclasses.replace(settings, redisUrl=url))
+        app = await start_client(
+            dataclasses.replace(settings, redisTimeoutMillis=REDIS_DEADLINE_MS, redisUrl=url)
+        )
         try:
             addr = f"127.0.0.1:{app.app[REMOTING].port}"
             conn = await RemotingClient.connect(addr)
@@ -298,7 +300,9 @@ async def test_without_the_route_cache_no_lookup_says_no_such_topic_during_the_h
     """A worker with routeCacheEnabled = false has nothing from before the loss to serve, but it
     must not tell clients a topic is gone while the fleet replays it: "not ready" (code 1) until
     the replay lands."""
-    uncached = dataclasses.replace(settings, redisUrl=redis_process.url, routeCacheEnabled=False)
+    uncached = dataclasses.replace(
+        settings, redisTimeoutMillis=REDIS_DEADLINE_MS, redisUrl=redis_process.url, routeCacheEnabled=False
+    )
     app = await start_client(uncached)
     addr = f"127.0.0.1:{app.app[REMOTING].port}"
     conn, lookups = await RemotingClient.connect(addr), await RemotingClient.connect(addr)

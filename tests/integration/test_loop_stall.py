@@ -9,14 +9,14 @@ import time
 
 from namesrv.config import Settings
 from namesrv.keys import FEED, HEALTH
-from tests.conftest import close_client, start_client
+from tests.conftest import REDIS_DEADLINE_MS, close_client, start_client
 from tests.polling import eventually
 
 STALL_S = 2.5  # well past redisTimeoutMillis (1 s): a poll timed on the loop would have failed
 
 
 async def test_a_stalled_loop_neither_marks_redis_down_nor_goes_stale(settings: Settings) -> None:
-    client = await start_client(dataclasses.replace(settings, redisTimeoutMillis=1000))
+    client = await start_client(dataclasses.replace(settings, redisTimeoutMillis=REDIS_DEADLINE_MS))
     try:
         app = client.app
         health, feed = app[HEALTH], app[FEED]

@@ -25,7 +25,7 @@ from namesrv.sim.client import RemotingClient
 from namesrv.store.keyspace import Keyspace
 from support.ports import free_port
 from tests.builders import register_json
-from tests.conftest import close_client, start_client
+from tests.conftest import REDIS_DEADLINE_MS, close_client, start_client
 from tests.polling import eventually
 
 
@@ -80,7 +80,9 @@ async def redis_process() -> AsyncIterator[RedisProcess]:
 async def pair(settings: Settings, redis_process: RedisProcess) -> AsyncIterator[list[Any]]:
     # Without the heal window: these tests check what the workers do with Redis alone
     # (test_heal.py checks the fleet healing a Redis that lost its data).
-    shaped = dataclasses.replace(settings, redisUrl=redis_process.url, healWindowSeconds=0)
+    shaped = dataclasses.replace(
+        settings, redisTimeoutMillis=REDIS_DEADLINE_MS, redisUrl=redis_process.url, healWindowSeconds=0
+    )
     apps = [await start_client(shaped), await start_client(shaped)]
     yield apps
     for app in apps:
@@ -228,7 +230,9 @@ async def test_a_registration_whose_redis_stalls_between_its_chunks_fails_clearl
     lost to a connection that never finishes its first write (seen in 9 of 16 runs with three
     busy loops beside the test): it fails at its deadline, 1 s, and the next period succeeds.
     Nothing may hang past the deadline and no more than that one period may fail."""
-    shaped = dataclasses.replace(settings, redisUrl=redis_process.url, registerChunkTopics=10)
+    shaped = dataclasses.replace(
+        settings, redisTimeoutMillis=REDIS_DEADLINE_MS, redisUrl=redis_process.url, registerChunkTopics=10
+    )
     app = await start_client(shaped)
     watcher = Redis.from_url(redis_process.url)
     topics = [f"T{i:04d}" for i in range(3000)]
@@ -280,7 +284,9 @@ async def test_a_stall_longer_than_a_brokers_timeout_ages_no_broker_out(
     Before, the cache kept the deadline of its first read, and the sweep expired the broker."""
     from namesrv.sim.broker import SimBroker, topic_configs
 
-    app = await start_client(dataclasses.replace(settings, redisUrl=redis_process.url))
+    app = await start_client(
+        dataclasses.replace(settings, redisTimeoutMillis=REDIS_DEADLINE_MS, redisUrl=redis_process.url)
+    )
     stop = asyncio.Event()
     try:
         addr = f"127.0.0.1:{app.app[REMOTING].port}"
