@@ -55,7 +55,7 @@ def route_set(route: TopicRouteData | None) -> RouteSet:
 
 @dataclass
 class Lookup:
-    at_ms: int  # Redis server time right after the lookup
+    at_ms: int  # Redis server time between two reads that returned this route
     before_ms: int
     topic: str
     route: RouteSet
@@ -98,14 +98,21 @@ class ServiceDriver:
         )
 
     async def look(self) -> None:
-        """Record every topic's route with the server time around it. Times have millisecond
-        resolution, like event times, so keep other events out of the lookups' milliseconds."""
+        """Record every topic's route as of one server instant: each --as-of instant is a plan of
+        its own in the pipeline, so one instant per look keeps the Spark tier's cost down. The
+        routes are read before and after that instant; nothing writes meanwhile and time only
+        hides brokers (a deadline passing), so when both reads agree, that is the route at the
+        instant; else the look is taken again. Times have millisecond resolution, like event
+        times, so keep other events out of the lookups' milliseconds."""
         await asyncio.sleep(0.003)
-        for topic in TOPICS:
+        while True:
             before = await self.now_ms()
-            route = await self.service.route(topic)
-            after = await self.now_ms()
-            self.lookups.append(Lookup(after, before, topic, route_set(route)))
+            first = [route_set(await self.service.route(topic)) for topic in TOPICS]
+            instant = await self.now_ms()
+            second = [route_set(await self.service.route(topic)) for topic in TOPICS]
+            if first == second:
+                break
+        self.lookups.extend(Lookup(instant, before, t, r) for t, r in zip(TOPICS, first, strict=True))
         await asyncio.sleep(0.003)
 
 
