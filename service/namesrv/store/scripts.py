@@ -37,6 +37,9 @@ _KEY_LINE = re.compile(r"^\s*KEYS\[(\d+)\]", re.M)
 _INCLUDE = re.compile(r'^--- @include "([A-Za-z][A-Za-z0-9]*)"[ \t]*$', re.M)
 
 
+NOSCRIPT_ATTEMPTS = 3  # calls of a bound script (each loads it again once) before NOSCRIPT is an error
+
+
 class ScriptError(Exception):
     """A script file is missing, misnamed, or its header disagrees with its name."""
 
@@ -188,6 +191,15 @@ class ScriptRegistry:
     async def call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         self._check(name, keys)
         with self._observed(name):
+            # The bound script loads itself again after NOSCRIPT, once; a second SCRIPT FLUSH (or
+            # a restart) between that load and its retry raised NOSCRIPT to the caller, and the
+            # change feed took an answering Redis for an unreachable one. Redis did answer, so
+            # try again, a bounded number of times.
+            for _ in range(NOSCRIPT_ATTEMPTS - 1):
+                try:
+                    return await self._bound[name](keys=list(keys), args=list(args))
+                except NoScriptError:
+                    continue
             return await self._bound[name](keys=list(keys), args=list(args))
 
     async def call_replicated(
