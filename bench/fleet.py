@@ -25,8 +25,11 @@ from namesrv.sim.client import RemotingClient
 LONG_TIMEOUT_MS = 3_600_000  # brokers that must outlive the run; kept alive by heartbeats anyway
 KEEPALIVE_S = 10.0  # under serverChannelMaxIdleTimeSeconds (120 s), as real brokers do (30 s)
 ROUTE_VERSION = 479  # a 5.3.3 client: asks for standard JSON
+SYSTEM_ERROR = 1  # with remark "Redis unavailable: ...": Redis did not answer within the deadline
 SYSTEM_BUSY = 2
 BUSY_RETRIES = 20
+# Answers that say "not now" rather than "no route": the warm-up asks again.
+TRANSIENT = {SYSTEM_ERROR, SYSTEM_BUSY}
 
 
 @dataclass
@@ -157,11 +160,12 @@ class Bench:
                     failed = [
                         (t, r.code, r.remark) for t, r in zip(part, replies, strict=True) if r.code != 0
                     ]
-                    # a worker sheds load (SYSTEM_BUSY) when a busy machine slows Redis: ask again
+                    # A busy machine slows Redis: a worker sheds load (SYSTEM_BUSY) or misses its
+                    # Redis deadline (SYSTEM_ERROR). Neither says the route is missing: ask again.
                     if (
                         not failed
                         or attempt == BUSY_RETRIES
-                        or any(code != SYSTEM_BUSY for _, code, _ in failed)
+                        or any(code not in TRANSIENT for _, code, _ in failed)
                     ):
                         break
                     part = [t for t, _, _ in failed]

@@ -24,6 +24,25 @@ LEVELS = (1.0, 1.2)
 AFTER = 0.5
 
 
+def bucket_p99s(
+    offsets: Sequence[float],
+    latencies: Sequence[float],
+    start: float,
+    end: float,
+    *,
+    bucket_s: float = BUCKET_S,
+) -> list[float | None]:
+    """p99 (ms) of each ``bucket_s`` bucket from ``start`` to ``end``, by intended send time
+    (None: nothing was sent in it)."""
+    buckets = max(1, math.floor((end - start) / bucket_s))
+    samples: list[list[float]] = [[] for _ in range(buckets)]
+    for offset, latency in zip(offsets, latencies, strict=True):
+        i = math.floor((offset - start) / bucket_s)
+        if 0 <= i < buckets:
+            samples[i].append(latency)
+    return [percentile_ms(sorted(values), 99) if values else None for values in samples]
+
+
 def recovery_seconds(
     offsets: Sequence[float],
     latencies: Sequence[float],
@@ -35,17 +54,12 @@ def recovery_seconds(
 ) -> float | None:
     """Seconds from ``drop_at`` until every ``bucket_s`` bucket after it (by intended send time)
     has its p99 within ``bound_s``; None when the last bucket is still over it."""
-    buckets = max(1, math.floor((end - drop_at) / bucket_s))
-    samples: list[list[float]] = [[] for _ in range(buckets)]
-    for offset, latency in zip(offsets, latencies, strict=True):
-        i = math.floor((offset - drop_at) / bucket_s)
-        if 0 <= i < buckets:
-            samples[i].append(latency)
+    p99s = bucket_p99s(offsets, latencies, drop_at, end, bucket_s=bucket_s)
     last_over = -1
-    for i, values in enumerate(samples):
-        if values and percentile_ms(sorted(values), 99) > bound_s * 1000:
+    for i, p99 in enumerate(p99s):
+        if p99 is not None and p99 > bound_s * 1000:
             last_over = i
-    if last_over == buckets - 1:
+    if last_over == len(p99s) - 1:
         return None
     return round((last_over + 1) * bucket_s, 3)
 
@@ -94,6 +108,9 @@ async def run_overload(b: Bench, progress: Any) -> dict[str, Any]:
             "overload_answered_per_s": len(written) / cfg.overload_seconds,
             "recovery_s": recovery_seconds(offsets, latencies, drop_at, end),
             "recovery_intended_s": recovery_seconds(offsets, lates, drop_at, end),
+            "p99_ms_by_bucket": [
+                None if p is None else round(p, 2) for p in bucket_p99s(offsets, latencies, 0.0, end)
+            ],
             "errors": summary.errors,
             "error_codes": summary.error_codes,
             "skipped": summary.skipped,

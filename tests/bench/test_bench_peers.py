@@ -14,6 +14,7 @@ import pytest
 from bench.config import parse_config
 from bench.peers import Peer, parse_peer
 from bench.procs import start_worker, wait_http_ready
+from tests.conftest import PATIENT_REDIS_MS
 from tests.redis_server import local_redis
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,9 @@ def test_peer_flags_parse() -> None:
 @pytest.mark.timeout(300)
 def test_smoke_run_measures_a_peer_side_by_side(tmp_path: Path) -> None:
     with local_redis() as url:
-        peer = start_worker("peer", url, "peer", tmp_path, {})
+        # the test checks the harness, not the peer's Redis deadline on a busy machine
+        patient = {"NAMESRV_REDIS_TIMEOUT_MILLIS": str(PATIENT_REDIS_MS)}
+        peer = start_worker("peer", url, "peer", tmp_path, patient)
         try:
             asyncio.run(wait_http_ready(peer.proc, f"{peer.url}/readyz"))
             proc = subprocess.run(

@@ -12,6 +12,8 @@ from redis.asyncio import Redis
 from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
+from namesrv.store.script_args import FeedStatus, ReadChangesArgs
+from namesrv.store.script_call import CallContext
 from namesrv.store.scripts import ScriptRegistry
 from tests.builders import register
 
@@ -47,5 +49,22 @@ async def test_a_flush_between_reload_and_retry_is_loaded_again(
         route = await service.route("T2")
         assert route is not None and [q.brokerName for q in route.queueDatas] == ["broker-a"]
         assert redis.flushes == 0
+    finally:
+        await redis.aclose()
+
+
+async def test_a_replicated_call_loads_its_script_again_after_a_second_flush(
+    redis_url: str, namespace: str
+) -> None:
+    """The same for writes sent with WAIT (redisWriteReplicas), which do not use the bound script."""
+    redis = FlushesAfterLoading.from_url(redis_url, decode_responses=True)
+    try:
+        scripts = ScriptRegistry(redis)
+        await redis.script_flush()
+        redis.flushes = 1  # the first reload is flushed again before its retry
+        poll = ReadChangesArgs("", "w", "", 10)
+        reply, held = await scripts.run_replicated(poll, CallContext(Keyspace(namespace), "", ""), 0, 100)
+        assert redis.flushes == 0
+        assert (reply.status, reply.entries, held) == (FeedStatus.ENTRIES, [], 0)
     finally:
         await redis.aclose()

@@ -211,7 +211,11 @@ class ScriptRegistry:
         script = self.scripts[name]
         with self._observed(name):
             reply, acked = await self._evalsha_then_wait(script, keys, args, replicas, timeout_ms)
-            if isinstance(reply, NoScriptError):  # Redis restarted or failed over
+            # Redis restarted or failed over: load the script and send again, a bounded number of
+            # times, for the same reason as call (a second flush between the load and the retry).
+            for _ in range(NOSCRIPT_ATTEMPTS - 1):
+                if not isinstance(reply, NoScriptError):
+                    break
                 await self.redis.script_load(script.source)
                 reply, acked = await self._evalsha_then_wait(script, keys, args, replicas, timeout_ms)
         for result in (reply, acked):
