@@ -94,7 +94,6 @@ class _Load:
         self.window_start = window_start
         self.window_end = window_end
         self.closed_loop = job.rate <= 0
-        self.stepped = bool(job.steps)
         self.sending = True
         self.result = LoadResult()
         self.outstanding = 0
@@ -114,7 +113,6 @@ class _Load:
             result.latencies.append(now - sent_at)
             if not self.closed_loop:
                 result.intended.append(now - intended)
-            if self.stepped:
                 result.offsets.append(intended - self.window_start)
             if not ok:
                 result.errors += 1

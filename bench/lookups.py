@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.fleet import Bench, worker_counters
-from bench.load_jobs import LoadJob, Protocol
+from bench.load_jobs import LoadJob, LoadResult, Protocol
 from bench.procs import CpuMeter, settle, with_other
 from bench.redisstats import LUA_COMMANDS, commandstats, lua_summary, reset_stats
+from bench.stats import bucket_p99s
 
 SLOW_LUA_US = 1000  # during lookups only calls of 1 ms or more are logged (the steady-state target)
 
@@ -35,6 +36,13 @@ class Scenario:
             servers = "workers" if self.server == "fleet" else "ceiling"
             return f"{self.protocol}/{servers}={self.size}/{self.pattern}/{self.load}"
         return f"{self.protocol}/peer={self.server}/{self.pattern}/{self.load}"
+
+
+def window_p99s(raw: list[LoadResult], duration: float) -> list[float | None]:
+    """p99 (ms) of every 100 ms of an open-loop window, by when each request was meant to be sent."""
+    offsets = [o for r in raw for o in r.offsets]
+    latencies = [x for r in raw for x in r.latencies]
+    return [None if p is None else round(p, 2) for p in bucket_p99s(offsets, latencies, 0.0, duration)]
 
 
 async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, Any]:
@@ -79,7 +87,8 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         counted.update({k: v - counted_before.get(k, 0.0) for k, v in after.items()})
 
     settled = await settle(pids["workers"] + pids["ceilings"])
-    summary = await b.load_pool().run(job, on_window_start=window_start, on_window_end=window_end)
+    raw: list[LoadResult] = []
+    summary = await b.load_pool().run(job, on_window_start=window_start, on_window_end=window_end, raw=raw)
     lua = lua_summary(await slowlog.collect())
     cores = with_other(cores)
     # our own INFO/CONFIG/SLOWLOG calls are a handful per window: negligible next to the load
@@ -91,6 +100,8 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         "scenario": scenario.__dict__,
         **summary.as_dict(),
         "cores": cores,
+        # open loop: when in the window the slow replies were (a one-off stall or a steady tail)
+        "p99_ms_by_bucket": window_p99s(raw, cfg.duration) if rate else None,
         # CPU the servers under test spent per successful lookup: comparable with the ceiling's
         "server_us_per_request": (
             cores.get("server", 0.0) * 1e6 / summary.rps if summary.rps and tested else None

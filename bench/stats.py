@@ -20,3 +20,29 @@ def percentile_ms(sorted_seconds: Sequence[float], pct: float) -> float:
 
 def median(values: Sequence[float]) -> float:
     return percentile(sorted(values), 50)
+
+
+def bucketed(
+    offsets: Sequence[float], latencies: Sequence[float], start: float, end: float, bucket_s: float
+) -> list[list[float]]:
+    buckets = max(1, math.floor((end - start) / bucket_s))
+    samples: list[list[float]] = [[] for _ in range(buckets)]
+    for offset, latency in zip(offsets, latencies, strict=True):
+        i = math.floor((offset - start) / bucket_s)
+        if 0 <= i < buckets:
+            samples[i].append(latency)
+    return samples
+
+
+def bucket_p99s(
+    offsets: Sequence[float],
+    latencies: Sequence[float],
+    start: float,
+    end: float,
+    *,
+    bucket_s: float = 0.1,
+) -> list[float | None]:
+    """p99 (ms) of each ``bucket_s`` bucket from ``start`` to ``end``, by intended send time
+    (None: nothing was sent in it)."""
+    samples = bucketed(offsets, latencies, start, end, bucket_s)
+    return [percentile_ms(sorted(values), 99) if values else None for values in samples]

@@ -16,6 +16,7 @@ STEADY_LUA_MS = 1.0
 NEW_10K_LUA_MS = 25.0
 SILENT_LAG_MS = 1000  # gone within timeout + 1 s: at most 1 s after the deadline
 CRASH_LAG_MS = 1000
+OVERLOAD_RECOVERY_S = 1.0  # issue 26: p99 within 5 ms again within 1 s of the load dropping
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ def evaluate(result: dict[str, Any]) -> list[Target]:
         _ceiling_targets,
         _java_targets,
         _p99_targets,
+        _catch_up_targets,
+        _overload_targets,
         _registration_targets,
         _steady_targets,
         _liveness_targets,
@@ -160,6 +163,51 @@ def _p99_targets(result: dict[str, Any]) -> list[Target]:
                 f"p99 at {lf:.0%} of peak, {workers_label(s['size'])}, remoting {s['pattern']}",
                 f"{row['p99_ms']:.2f} ms @ {row['rps']:,.0f}/s",
                 f"≤ {P99_MS:g} ms",
+                _verdict(ok),
+                note,
+            )
+        )
+    return targets
+
+
+def _catch_up_targets(result: dict[str, Any]) -> list[Target]:
+    """Issue 26: no lookup waited for a catch-up read and no worker declared Redis out, in any
+    window of a run without a Redis fault (a busy worker must not make itself wait)."""
+    rows = [r for r in result.get("lookups", []) if r["scenario"]["server"] == "fleet"]
+    if not rows:
+        return []
+    waited: list[str] = []
+    for row in rows:
+        side, cache = row.get("worker_side") or {}, row.get("route_cache") or {}
+        counts = {k: side.get(f"catch_up.{k}", 0.0) for k in ("in_flight", "read", "failed")}
+        counts["outage"] = cache.get("outage", 0.0)
+        if any(counts.values()):
+            waited.append(row["name"] + " " + ", ".join(f"{k} {v:g}" for k, v in counts.items() if v))
+    value = f"{len(waited)} of {len(rows)} windows"
+    return [
+        Target(
+            "lookup windows with a catch-up or an outage", value, "0", _verdict(not waited), "; ".join(waited)
+        )
+    ]
+
+
+def _overload_targets(result: dict[str, Any]) -> list[Target]:
+    """Issue 26: after 30 s at 100% and 120% of the peak, back within 1 s of the drop to 50%."""
+    overload = result.get("overload")
+    if not overload:
+        return []
+    targets = []
+    for row in overload["rows"]:
+        recovered = row["recovery_s"]
+        slow = row.get("slow_buckets_after")
+        value = "never" if recovered is None else f"{recovered:.1f} s"
+        note = "" if slow is None else f"then {slow} buckets of 100 ms with p99 over 5 ms"
+        ok = recovered is not None and recovered <= OVERLOAD_RECOVERY_S
+        targets.append(
+            Target(
+                f"recovery after {row['scenario']['load']}, 1 worker, remoting hot",
+                value,
+                f"≤ {OVERLOAD_RECOVERY_S:g} s",
                 _verdict(ok),
                 note,
             )

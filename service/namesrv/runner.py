@@ -12,6 +12,7 @@ import asyncio
 import gc
 import logging
 import signal
+import sys
 
 from aiohttp import web
 
@@ -32,6 +33,13 @@ log = logging.getLogger(__name__)
 # spike for every lookup queued behind it. Young collections every 10,000 allocations and a
 # full one every 1,000 young ones keep cycles collected while the pauses stay rare and short.
 GC_THRESHOLDS = (10_000, 10, 100)
+# The change feed polls Redis on a thread of its own, so a busy event loop cannot make the
+# worker's knowledge stale; but each step of a poll (wake up, send, read the reply) needs the GIL,
+# and a thread asking for it waits up to the switch interval while the loop thread runs requests:
+# Python's 5 ms, several times a poll, aged a busy worker's knowledge past the 100 ms bound (a
+# catch-up at full load). The loop thread gives the GIL up only when the other thread asks, so a
+# shorter interval costs nothing while the poll thread sleeps.
+SWITCH_INTERVAL_S = 0.0005
 
 
 class StartupError(Exception):
@@ -44,6 +52,7 @@ async def serve(
     # Descriptors for maxConnections plus Redis connections, the HTTP port and files.
     raise_fd_limit(settings.maxConnections + settings.redisMaxConnections + FD_HEADROOM)
     allocator.tune()  # before any thread: memory freed after big decodes goes back to the system
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         app = create_app(settings, extra_contexts=extra_contexts)
     except ConfigError as exc:
