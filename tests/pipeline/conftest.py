@@ -16,6 +16,19 @@ from namesrv.pipeline.spark import build_session
 from tests.polling import scaled
 
 SPARK_TIMEOUT_S = 300
+# The tier runs hundreds of small, different queries on a few thousand rows: compiling each plan
+# to Java (whole-stage code generation, Janino) and re-planning it at every stage (adaptive
+# execution) cost more than running it. Without them the same 25 tests of test_brokers,
+# test_topics, test_parse and test_job took 104 s instead of 145 s. The rows a plan computes do
+# not depend on either; the job's own settings (codegen limits, AQE) are what the standalone
+# cluster test and `make bench-pipeline` run.
+TEST_SESSION_CONF = {
+    "spark.default.parallelism": "2",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.ui.enabled": "false",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -45,7 +58,7 @@ def spark() -> Iterator[SparkSession]:
         # 2g: the whole Spark tier shares this one session serially; at 1g a late, tiny test ran
         # out of aggregation memory after ~2,900 stages of earlier ones (caches, broadcast state)
         driver_memory="2g",
-        extra={"spark.sql.adaptive.coalescePartitions.enabled": "true", "spark.default.parallelism": "2"},
+        extra=TEST_SESSION_CONF,
     )
     yield session
     session.catalog.clearCache()
