@@ -39,7 +39,8 @@ class Scenario:
 
 
 def window_p99s(raw: list[LoadResult], duration: float) -> list[float | None]:
-    """p99 (ms) of every 100 ms of an open-loop window, by when each request was meant to be sent."""
+    """p99 (ms, rounded) of every 100 ms of an open-loop window's first ``duration`` s, by when each
+    request was meant to be sent."""
     offsets = [o for r in raw for o in r.offsets]
     latencies = [x for r in raw for x in r.latencies]
     return [None if p is None else round(p, 2) for p in bucket_p99s(offsets, latencies, 0.0, duration)]

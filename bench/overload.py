@@ -15,8 +15,8 @@ from typing import Any
 
 from bench.fleet import Bench, worker_counters
 from bench.load_jobs import LoadResult
-from bench.lookups import Scenario, _job, measure
-from bench.stats import bucket_p99s, bucketed, percentile_ms
+from bench.lookups import Scenario, _job, measure, window_p99s
+from bench.stats import bucketed, percentile_ms
 from bench.tables import num, table
 
 RECOVERED_P99_S = 0.005
@@ -102,7 +102,7 @@ async def run_overload(b: Bench, progress: Any) -> dict[str, Any]:
         latencies = [x for r in raw for x in r.latencies]
         lates = [x for r in raw for x in r.intended]
         end = drop_at + cfg.recovery_seconds
-        p99s = bucket_p99s(offsets, latencies, 0.0, end)
+        p99s = window_p99s(raw, end)
         recovered = recovery_seconds(offsets, latencies, drop_at, end)
         row = {
             "scenario": scenario.__dict__,
@@ -116,7 +116,7 @@ async def run_overload(b: Bench, progress: Any) -> dict[str, Any]:
             "recovery_s": recovered,
             "slow_buckets_after": slow_buckets_after(p99s, round(drop_at / BUCKET_S), recovered),
             "recovery_intended_s": recovery_seconds(offsets, lates, drop_at, end),
-            "p99_ms_by_bucket": [None if p is None else round(p, 2) for p in p99s],
+            "p99_ms_by_bucket": p99s,
             "errors": summary.errors,
             "error_codes": summary.error_codes,
             "skipped": summary.skipped,

@@ -4,7 +4,8 @@ requests were meant to be sent)."""
 
 from __future__ import annotations
 
-from bench.overload import bucket_p99s, recovery_seconds, slow_buckets_after
+from bench.overload import recovery_seconds, slow_buckets_after
+from bench.stats import bucket_p99s
 
 
 def _samples(spec: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
