@@ -262,6 +262,7 @@ COUNTED = (
     (re.compile(rf'namesrv_gc_pause_seconds_bucket\{{generation="2",le="{SLOW_S}"'), "gc2.fast"),
     (re.compile(r"namesrv_event_loop_lag_seconds_count "), "loop"),
     (re.compile(rf'namesrv_event_loop_lag_seconds_bucket\{{le="{SLOW_S}"\}}'), "loop.fast"),
+    (re.compile(r"namesrv_freshness_probe_vouched_total "), "probe.vouched"),
 )
 
 
@@ -271,7 +272,8 @@ async def worker_counters(urls: list[str]) -> dict[str, float]:
     ``catch_up.read``, ``catch_up.failed``), remoting requests, GC pauses and event-loop ticks
     (``requests``, ``gc``, ``loop``; ``gc2``: the full collections among the pauses), and how many
     of each took longer than 5 ms by the worker's own clock (``requests.slow``, ``gc.slow``,
-    ``gc2.slow``, ``loop.slow``: a tick that ran over 5 ms late), so
+    ``gc2.slow``, ``loop.slow``: a tick that ran over 5 ms late), polls of the freshness probe
+    that kept a worker fresh while its own poll was late (``probe.vouched``), so
     a latency tail seen by the load generator can be told apart from one inside the workers."""
     totals: dict[str, float] = {}
     async with aiohttp.ClientSession() as session:

@@ -203,6 +203,7 @@ def _line(row: dict[str, Any]) -> str:
         )
         caught = [f"{how} {seen.get(f'catch_up.{how}', 0):,.0f}" for how in ("in_flight", "read", "failed")]
         outcome += "  catch-ups: " + ", ".join(caught)
+        outcome += f"  probe vouched {seen.get('probe.vouched', 0):,.0f}"
     return (
         f"  {row['rps']:>9,.0f} req/s  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  "
         f"errors {row['errors']}  cores: load {c.get('load', 0):.2f} server {c.get('server', 0):.2f} "

@@ -43,6 +43,7 @@ from namesrv.keys import (
 )
 from namesrv.metrics import Metrics
 from namesrv.registry.changefeed import ChangeFeed
+from namesrv.registry.freshness_probe import FreshnessProbe
 from namesrv.registry.kv_tables import KvTables
 from namesrv.registry.route_cache import RouteCache
 from namesrv.registry.route_lookups import Routes, UncachedRoutes
@@ -225,11 +226,12 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     # With a route cache the feed must complete a read well within the staleness bound, idle or
     # not: it polls every quarter of the bound (a few cheap script calls per second), and calls
     # Redis stalled once a poll is outstanding for half of it.
+    poll_interval = staleness_s / 4 if base.routeCacheEnabled else 0.25
     feed = ChangeFeed(
         scripts,
         store.k,
         health=health,
-        poll_interval=staleness_s / 4 if base.routeCacheEnabled else 0.25,
+        poll_interval=poll_interval,
         timeout_s=timeout_s,
         # never below 50 ms: a long script (a registration chunk) must not look like a stall
         stall_s=max(staleness_s / 2, 0.05),
@@ -237,6 +239,9 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         on_loop_lag=metrics.loop_lag.labels().observe,
         # the poll thread's own connection, made on that thread
         poll_client=lambda: make_client(worker.redis_url, max_connections=2),
+        probe=FreshnessProbe(worker.redis_url, base.namespace, interval=poll_interval, timeout_s=timeout_s)
+        if base.freshnessProbeEnabled
+        else None,
     )
     reader = RouteReader(store, worker.current)
     lookups = route_lookups(base, reader, feed)
@@ -262,6 +267,7 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     metrics.watch_decode_budget(service.decode_budget)
     service.decode_budget.on_idle = allocator.trim_soon
     metrics.watch_worker(worker, health)
+    metrics.watch_freshness_probe(feed)
     app[SCRIPTS], app[STORE], app[SERVICE], app[FEED] = scripts, store, service, feed
     starting = asyncio.create_task(bring_up(app), name="redis-bring-up")
     # Twice per staleness bound (one cheap SENTINEL MASTERS each): workers move to a promoted

@@ -281,6 +281,12 @@ class Settings:
         lo=10,
         hi=60000,
     )
+    freshnessProbeEnabled: bool = _opt(
+        True,
+        "Run a small helper process per worker that checks the change log every quarter of the "
+        "staleness bound without the worker's GIL, so a worker too busy to run its own poll "
+        "still knows nothing changed and lookups do not wait for a catch-up (issue 26).",
+    )
     routeCacheOutageSeconds: float = _opt(
         60.0,
         "While Redis is unreachable or stalled (nothing can change the table), cached routes are "

@@ -40,6 +40,22 @@ class RedisLink(Protocol):
     def down_for(self) -> float: ...
 
 
+class ProbeProcess(Protocol):
+    restarts: int
+
+    def alive(self) -> bool: ...
+
+
+class ProbeStats(Protocol):
+    """What the freshness probe's collector reads (the change feed)."""
+
+    @property
+    def probe(self) -> ProbeProcess | None: ...
+
+    @property
+    def probe_vouched(self) -> int: ...
+
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -174,6 +190,9 @@ class Metrics:
     def watch_worker(self, worker: Readiness, health: RedisLink) -> None:
         self.registry.register(_WorkerCollector(worker, health))
 
+    def watch_freshness_probe(self, feed: ProbeStats) -> None:
+        self.registry.register(_FreshnessProbeCollector(feed))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -303,6 +322,32 @@ class _DecodeBudgetCollector(Collector):
             "namesrv_decode_budget_high_water_bytes",
             "The most memory (estimated) request bodies being decoded ever held at once",
             value=self.budget.high_water,
+        )
+
+
+class _FreshnessProbeCollector(Collector):
+    """The change feed's freshness probe (freshnessProbeEnabled): whether it runs, how often it
+    spared lookups a catch-up."""
+
+    def __init__(self, feed: ProbeStats) -> None:
+        self.feed = feed
+
+    def collect(self) -> Iterator[Metric]:
+        probe = self.feed.probe
+        if probe is None:
+            return
+        yield GaugeMetricFamily(
+            "namesrv_freshness_probe_up", "1 while the freshness probe process runs", value=int(probe.alive())
+        )
+        yield CounterMetricFamily(
+            "namesrv_freshness_probe_restarts",
+            "Freshness probe processes started again after exiting",
+            value=probe.restarts,
+        )
+        yield CounterMetricFamily(
+            "namesrv_freshness_probe_vouched",
+            "Probe polls that kept this worker's knowledge of Redis fresh while its own poll was late",
+            value=self.feed.probe_vouched,
         )
 
 

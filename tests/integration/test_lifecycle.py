@@ -164,23 +164,32 @@ async def test_a_killed_worker_takes_its_embedded_redis_with_it(
     worker = Worker(env, tmp_path)
     await worker.start()
     assert worker.proc is not None
-    children = _children(worker.proc.pid)
-    assert len(children) == 1  # the embedded redis-server
-    redis_pid = int(children[0])
-    worker.proc.kill()  # SIGKILL: no cleanup runs in the worker
-    await asyncio.wait_for(worker.proc.wait(), 30)
-    for _ in range(100):
-        state = _process_state(redis_pid)
-        if state in (None, "Z"):  # gone, or exited and waiting to be reaped
-            break
-        await asyncio.sleep(0.05)
-    else:
-        os.kill(redis_pid, signal.SIGKILL)
-        raise AssertionError("the embedded redis-server outlived its killed worker")
+    try:
+        children = {_command(pid): pid for pid in _children(worker.proc.pid)}
+        # the embedded redis-server and the freshness probe (freshnessProbeEnabled)
+        assert sorted(children) == ["namesrv.registry.freshness_probe", "redis-server"]
+    finally:
+        worker.proc.kill()  # SIGKILL: no cleanup runs in the worker
+        await asyncio.wait_for(worker.proc.wait(), 30)
+    for name, pid in children.items():
+        for _ in range(100):
+            state = _process_state(pid)
+            if state in (None, "Z"):  # gone, or exited and waiting to be reaped
+                break
+            await asyncio.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            raise AssertionError(f"the {name} child outlived its killed worker")
 
 
-def _children(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _command(pid: int) -> str:
+    """The program a child runs: its executable, or the module for ``python -m``."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    return argv[argv.index("-m") + 1] if "-m" in argv else Path(argv[0].split()[0]).name  # redis retitles
 
 
 def _process_state(pid: int) -> str | None:

@@ -14,7 +14,9 @@ listeners what they learned while the link was in doubt (``on_recovered``).
 What the route cache trusts (:class:`Freshness`):
 
 * ``known_at``: the (monotonic) time the last successful poll was issued; every change committed
-  before it has been applied.
+  before it has been applied. With a :class:`FreshnessProbe`, also the time of the probe's last
+  poll when the newest entry it saw is the one this worker applied last: a worker too busy to
+  run its own poll thread still knows that nothing changed.
 * ``outage(now)``: Redis is unreachable, or stalled: a poll has been outstanding for longer than
   ``stall_s`` while this worker's event loop kept running on time (so the reply is not merely
   waiting in our own queue). No change can commit while Redis does not answer.
@@ -38,6 +40,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from namesrv.aio import within
+from namesrv.registry.freshness_probe import FreshnessProbe
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.redis_client import close_client
@@ -49,6 +52,7 @@ log = logging.getLogger(__name__)
 BATCH = 500  # entries per read; a full batch means more may be waiting
 TICK_S = 0.01  # the event loop's own heartbeat, to tell a stalled Redis from a busy worker
 TICK_SLACK_S = 0.025
+PROBE_CHECK_TICKS = 100  # the worker's loop checks every ~1 s that its freshness probe runs
 STALL_RTTS = 4  # a poll outstanding for this many usual round trips is a stall
 RTT_WEIGHT = 0.2
 OUTAGE_CHECK_S = 0.01  # a caller waiting for a poll checks this often whether Redis stalls
@@ -120,6 +124,7 @@ class ChangeFeed:
         on_reset_count: Callable[[str], None] = lambda reason: None,
         on_loop_lag: Callable[[float], None] = lambda seconds: None,
         poll_client: Callable[[], Redis] | None = None,
+        probe: FreshnessProbe | None = None,
     ) -> None:
         self.scripts = scripts
         self.k = keyspace
@@ -137,6 +142,13 @@ class ChangeFeed:
         self.last_id = ""  # last entry applied; '' until the first poll
         # Written by the poll thread, read by the loop: single attribute writes are atomic.
         self._known_at: float | None = None
+        # (instance, entry id) this worker had applied when it last set _known_at: a probe reading
+        # that saw the same is as good as a poll of our own (see known_at)
+        self._applied: tuple[str, str] | None = None
+        self.probe = probe
+        self.probe_vouched = 0  # probe readings that moved known_at past our own polls
+        self._probe_issued = 0.0
+        self._ticks = 0
         self._poll_issued: float | None = None
         self._tick = 0.0  # the worker's loop's last tick (its lag metric)
         self._poll_tick = 0.0  # the poll thread's loop's last tick (is the thread itself late?)
@@ -158,7 +170,22 @@ class ChangeFeed:
     # ---- what caches trust ----
     @property
     def known_at(self) -> float | None:
-        return self._known_at
+        known = self._known_at
+        probe = self.probe
+        if probe is None or known is None or time.monotonic() - known < 2 * probe.interval:
+            return known  # our own polls keep up: no need to look at the probe's record
+        reading = probe.reading()
+        if (
+            reading is None
+            or reading.issued <= known
+            or (reading.instance, reading.newest) != self._applied
+            or not self.health.reachable
+        ):
+            return known
+        if reading.issued != self._probe_issued:
+            self._probe_issued = reading.issued
+            self.probe_vouched += 1
+        return reading.issued
 
     @property
     def reachable(self) -> bool:
@@ -254,10 +281,14 @@ class ChangeFeed:
         self._stopping.clear()
         self._thread = threading.Thread(target=self._thread_main, name="namesrv-changefeed", daemon=True)
         self._thread.start()
+        if self.probe is not None:
+            self.probe.start()
 
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
+        if self.probe is not None:
+            self.probe.stop()
         thread = self._thread
         if thread is None:
             return
@@ -276,6 +307,9 @@ class ChangeFeed:
         now = time.monotonic()
         self._observe_lag(max(0.0, now - self._tick - TICK_S))
         self._tick = now
+        self._ticks += 1
+        if self.probe is not None and self._ticks % PROBE_CHECK_TICKS == 0:
+            self.probe.keep_running()
         if self._loop is not None:
             self._ticker = self._loop.call_later(TICK_S, self._beat)
 
@@ -338,7 +372,7 @@ class ChangeFeed:
                 retry = RETRY_MIN_S
                 if self._nothing_new(reply):
                     # Nothing to apply: knowledge moves on here, whatever the worker's loop is doing.
-                    self._known_at = issued
+                    self._know(issued)
                     ending = self._end_in_flight()
                     self._to_loop(_settle_all, owed, ending, True)
                     received = 0
@@ -358,6 +392,11 @@ class ChangeFeed:
                     await self._pause(self.poll_interval - (time.monotonic() - issued))
         finally:
             await close_client(client)
+
+    def _know(self, issued: float) -> None:
+        self._known_at = issued
+        if self.probe is not None:
+            self.probe.note_known(issued)
 
     def _nothing_new(self, reply: FeedReply) -> bool:
         return (
@@ -412,7 +451,8 @@ class ChangeFeed:
             await self._reset(LISTENER_ERROR)
             return 0
         if received < BATCH:  # caught up: everything committed before `issued` is applied
-            self._known_at = issued
+            self._applied = (self.instance, self.last_id)
+            self._know(issued)
             self._settle_in_flight(True)
             _settle(owed, True)
         else:
