@@ -165,6 +165,15 @@ class Settings:
         lo=10,
         hi=100000,
     )
+    registerWriteConcurrency: int = _opt(
+        2,
+        "Registrations per worker writing their topics to Redis at once (new or changed brokers, "
+        "heal replays); the others wait their turn in the worker, so mass (re-)registration "
+        "never queues more than a few topic chunks per worker in Redis, and change-log polls and "
+        "lookups keep being answered in milliseconds meanwhile.",
+        lo=1,
+        hi=64,
+    )
     frameMaxLength: int = _opt(
         16777216,
         "Largest remoting frame accepted (bytes); larger ones close the connection.",

@@ -1,0 +1,53 @@
+"""Mass registration: topic writes wait their turn in the worker (registerWriteConcurrency), so
+Redis never queues more than a few chunk calls from one worker, and every registration still
+lands whole."""
+
+from __future__ import annotations
+
+import asyncio
+
+from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest, TopicConfig
+from namesrv.registry.registration import CHUNKS_IN_FLIGHT
+from namesrv.sim.bodies import register_body_json
+from tests.registry.conftest import MakeService
+from tests.registry.helpers import route
+
+BROKERS, TOPICS, CHUNK = 6, 300, 50  # 6 chunks and a final call per broker
+
+
+def request(no: int) -> RegisterBrokerRequest:
+    table = {f"T{i:04d}": TopicConfig(f"T{i:04d}", 4, 4, 6) for i in range(TOPICS)}
+    data = register_body_json(table, DataVersion(counter=1, stateVersion=0, timestamp=1700000000000))
+    addr = f"10.0.0.{no}:10911"
+    return RegisterBrokerRequest(
+        clusterName="DefaultCluster",
+        brokerAddr=addr,
+        brokerName=f"broker-{no}",
+        brokerId=0,
+        haServerAddr=addr,
+        wrapper=None,
+        body=RawBody(data, 399, False),
+    )
+
+
+async def test_new_brokers_at_once_write_one_at_a_time_and_all_land(make_service: MakeService) -> None:
+    service = make_service(registerWriteConcurrency=1, registerChunkTopics=CHUNK)
+    results = await asyncio.gather(*(service.register_broker(request(no)) for no in range(BROKERS)))
+    assert all(result is not None for result, _ in results)
+    # without the gate: every chunk of every broker at once (6 x 6)
+    assert service.registrar.most_writes_in_flight == CHUNKS_IN_FLIGHT
+    assert service.registrar.writes_in_flight == 0
+    for topic in ("T0000", "T0151", f"T{TOPICS - 1:04d}"):
+        found = await route(service, topic)
+        assert found is not None
+        assert sorted(q["brokerName"] for q in found["queueDatas"]) == [
+            f"broker-{no}" for no in range(BROKERS)
+        ]
+
+
+async def test_two_writers_at_once_send_at_most_two_windows(make_service: MakeService) -> None:
+    service = make_service(registerWriteConcurrency=2, registerChunkTopics=CHUNK)
+    await asyncio.gather(*(service.register_broker(request(no)) for no in range(BROKERS)))
+    assert service.registrar.most_writes_in_flight <= 2 * CHUNKS_IN_FLIGHT
+    found = await route(service, "T0007")
+    assert found is not None and len(found["queueDatas"]) == BROKERS
