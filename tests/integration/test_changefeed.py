@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 from redis.asyncio import Redis
 
-from namesrv.registry.changefeed import ChangeFeed
+from namesrv.registry.changefeed import BATCH, BATCH_BYTES, ChangeFeed
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
+from namesrv.store.script_args import ReadChangesArgs
+from namesrv.store.script_call import CallContext
 from namesrv.store.scripts import ScriptRegistry
 from tests.faults.harness import redis_host_port
 from tests.faults.proxy import ProxyThread
@@ -235,3 +237,26 @@ async def test_polls_start_an_interval_apart_even_when_each_reply_comes_late(
         await feed.stop()
         await client.aclose()
         proxy.close()
+
+
+async def test_a_read_stops_at_its_byte_bound_and_the_feed_reads_on(
+    redis: Redis, keys: Keyspace, recorder: Recorder, slow_poll_feed: ChangeFeed
+) -> None:
+    big = "x" * (BATCH_BYTES // 4)  # four entries reach one read's bound
+    for i in range(10):
+        await redis.xadd(keys.events, {"kind": f"big{i}", "upserted": big})
+    scripts = ScriptRegistry(redis)
+    reply = await scripts.run(
+        ReadChangesArgs(slow_poll_feed.instance, "x", slow_poll_feed.last_id, BATCH, BATCH_BYTES),
+        CallContext(keys, "", ""),
+    )
+    assert ([fields[1] for _, fields in reply.entries], reply.more) == (
+        ["big0", "big1", "big2", "big3"],
+        True,
+    )
+    assert await slow_poll_feed.wait_fresh(5.0) is True
+    assert recorder.kinds == [f"big{i}" for i in range(10)]  # three reads, in order, nothing lost
+    unbounded = await scripts.run(
+        ReadChangesArgs(slow_poll_feed.instance, "x", reply.last_id, BATCH), CallContext(keys, "", "")
+    )
+    assert (len(unbounded.entries), unbounded.more) == (10, False)

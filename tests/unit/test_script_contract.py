@@ -205,12 +205,13 @@ CASES = [
         ["B1"],
     ),
     Case(
-        ReadChangesArgs("inst", "fresh", "1-0", 500),
+        ReadChangesArgs("inst", "fresh", "1-0", 500, 4096),
         [
             ("instance id the worker knows", "inst"),
             ("fresh random id", "fresh"),
             ("last entry", "1-0"),
-            ("most", 500),
+            ("most entries", 500),
+            ("most bytes", 4096),
         ],
         [],
         [],

@@ -50,6 +50,7 @@ from namesrv.store.scripts import ScriptRegistry
 
 log = logging.getLogger(__name__)
 BATCH = 500  # entries per read; a full batch means more may be waiting
+BATCH_BYTES = 1 << 20  # and bytes per read (entry fields): a read stays a short Redis command
 TICK_S = 0.01  # the event loop's own heartbeat, to tell a stalled Redis from a busy worker
 TICK_SLACK_S = 0.025
 PROBE_CHECK_TICKS = 100  # the worker's loop checks every ~1 s that its freshness probe runs
@@ -354,7 +355,7 @@ class ChangeFeed:
                 with self._lock:
                     owed, self._wanted = self._wanted, []
                 self._poll_issued = issued
-                poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH)
+                poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH, BATCH_BYTES)
                 try:
                     reply = await within(self.timeout_s, self._read(scripts, poll))
                 except (RedisError, OSError, TimeoutError) as exc:
@@ -375,17 +376,17 @@ class ChangeFeed:
                     self._know(issued)
                     ending = self._end_in_flight()
                     self._to_loop(_settle_all, owed, ending, True)
-                    received = 0
+                    full = False
                 else:
                     assert self._loop is not None
                     handed = asyncio.run_coroutine_threadsafe(
                         self._apply_on_loop(reply, issued, owed), self._loop
                     )
                     try:
-                        received = await asyncio.wrap_future(handed)
+                        full = await asyncio.wrap_future(handed)
                     except RuntimeError:  # the worker's loop is closing
                         return
-                if received < BATCH:
+                if not full:
                     # Polls start poll_interval apart, not poll_interval after the last one ended:
                     # what a worker knows is as old as the time from one poll's issue to the next
                     # one's reply.
@@ -439,18 +440,18 @@ class ChangeFeed:
         _settle(owed, False)
         self._went_down(exc)
 
-    async def _apply_on_loop(self, reply: FeedReply, issued: float, owed: list[asyncio.Future[bool]]) -> int:
-        """Apply a poll's reply for the listeners; returns how many entries it held."""
+    async def _apply_on_loop(self, reply: FeedReply, issued: float, owed: list[asyncio.Future[bool]]) -> bool:
+        """Apply a poll's reply for the listeners; True when it was full (more may be waiting)."""
         try:
-            received = await self._apply(reply)
+            full = await self._apply(reply)
         except Exception:
             # A listener failed: what it holds may be wrong, so it starts over.
             log.exception("change feed listener failed; starting over")
             self._settle_in_flight(False)
             _settle(owed, False)
             await self._reset(LISTENER_ERROR)
-            return 0
-        if received < BATCH:  # caught up: everything committed before `issued` is applied
+            return False
+        if not full:  # caught up: everything committed before `issued` is applied
             self._applied = (self.instance, self.last_id)
             self._know(issued)
             self._settle_in_flight(True)
@@ -460,15 +461,16 @@ class ChangeFeed:
             self._settle_in_flight(True)
             with self._lock:  # owed waiters wait for the poll that reaches the end
                 self._wanted[:0] = owed
-        return received
+        return full
 
     def _settle_in_flight(self, applied: bool) -> None:
         ending = self._end_in_flight()
         if ending is not None and not ending.done():
             ending.set_result(applied)
 
-    async def _apply(self, reply: FeedReply) -> int:
-        instance, status, last_id, entries = reply
+    async def _apply(self, reply: FeedReply) -> bool:
+        """Apply ``reply``; True when it was full (a whole batch, or cut short by its byte bound)."""
+        instance, status, last_id, entries, more = reply
         self.instance = instance
         lasted = self.health.mark_up()
         if lasted is not None:
@@ -476,11 +478,11 @@ class ChangeFeed:
         if status is FeedStatus.RESET:
             self.last_id = last_id
             await self._reset("Redis holds a new data set (restarted empty, flushed or replaced)")
-            return 0
+            return False
         if status is FeedStatus.GAP:
             gone, self.last_id = self.last_id, last_id
             await self._reset(f"change-log entry {gone} is gone (trimmed, or lost with Redis data)")
-            return 0
+            return False
         if not self.last_id:  # the first poll starts after the newest entry
             self.last_id = last_id
         if lasted is not None and self._known_at is not None:
@@ -494,7 +496,7 @@ class ChangeFeed:
             kind = fields.get("kind", "")
             for listener in self.listeners:
                 await listener.on_event(kind, fields)
-        return len(entries)
+        return more or len(entries) >= BATCH
 
     async def _reset(self, reason: str) -> None:
         log.warning("change feed: %s; cached routes dropped", reason)

@@ -86,6 +86,7 @@ class FeedReply(NamedTuple):
     status: FeedStatus
     last_id: str
     entries: list[Any]
+    more: bool = False  # the byte bound cut this read short: more entries may follow
 
 
 class FeedStatus(IntEnum):
@@ -537,18 +538,19 @@ class ReadChangesArgs:
     """``readChanges-2``: one poll of the change feed."""
 
     SCRIPT: ClassVar[str] = "readChanges"
-    REPLY: ClassVar[tuple[str, ...]] = ("instance", "status", "lastId", "entries")
+    REPLY: ClassVar[tuple[str, ...]] = ("instance", "status", "lastId", "entries", "more")
     known_instance: str  # '' before the first poll
     candidate: str  # a fresh random id: the instance if the registry has none
     last_id: str  # last entry applied; '' = none yet
     count: int  # most entries to return
+    max_bytes: int = 0  # most bytes of entry fields to return (0: no bound)
 
     def keys(self, k: Keyspace) -> list[str]:
         return [k.events, k.meta]
 
     def argv(self, ctx: CallContext) -> list[Any]:
-        return [self.known_instance, self.candidate, self.last_id, self.count]
+        return [self.known_instance, self.candidate, self.last_id, self.count, self.max_bytes]
 
     def decode(self, reply: Any) -> FeedReply:
-        instance, status, last_id, entries = reply_of(self, reply)
-        return FeedReply(str(instance), FeedStatus(int(status)), str(last_id), list(entries))
+        instance, status, last_id, entries, more = reply_of(self, reply)
+        return FeedReply(str(instance), FeedStatus(int(status)), str(last_id), list(entries), bool(int(more)))
