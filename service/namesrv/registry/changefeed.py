@@ -50,7 +50,7 @@ from namesrv.store.scripts import ScriptRegistry
 
 log = logging.getLogger(__name__)
 BATCH = 500  # entries per read; a full batch means more may be waiting
-BATCH_BYTES = 1 << 20  # and bytes per read (entry fields): a read stays a short Redis command
+BATCH_BYTES = 256 << 10  # and bytes per read (entry fields): a read stays a short Redis command
 TICK_S = 0.01  # the event loop's own heartbeat, to tell a stalled Redis from a busy worker
 TICK_SLACK_S = 0.025
 PROBE_CHECK_TICKS = 100  # the worker's loop checks every ~1 s that its freshness probe runs
