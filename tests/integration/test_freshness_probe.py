@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator, Mapping
+from functools import partial
 
 import pytest
 from redis.asyncio import Redis
@@ -223,3 +224,30 @@ def test_the_probe_dies_with_a_killed_worker(redis_url: str) -> None:
     while not gone():
         assert time.monotonic() < deadline, "the probe outlived its worker"
         time.sleep(0.05)
+
+
+def _knows(feed: ChangeFeed) -> bool:
+    return feed.known_at is not None
+
+
+async def test_stopping_while_the_thread_polls_flat_out_leaves_no_thread_failing(
+    redis: Redis, redis_url: str, keys: Keyspace
+) -> None:
+    # The poll thread writes its knowledge to the memory shared with the probe: the probe (and
+    # that memory) must go only after the thread has ended. Unhandled thread exceptions fail the
+    # test (pytest's threadexception plugin, warnings as errors).
+    for _ in range(5):
+        probe = FreshnessProbe(redis_url, keys.namespace, interval=POLL_S, timeout_s=1.0)
+        feed = ChangeFeed(
+            ScriptRegistry(redis),
+            keys,
+            health=RedisHealth(),
+            poll_interval=0.0,
+            timeout_s=1.0,
+            stall_s=0.05,
+            probe=probe,
+        )
+        await feed.start()
+        await eventually(partial(_knows, feed), timeout=30)
+        await feed.stop()
+        assert not probe.alive() and probe.reading() is None

@@ -288,21 +288,20 @@ class ChangeFeed:
     async def stop(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
-        if self.probe is not None:
-            self.probe.stop()
         thread = self._thread
-        if thread is None:
-            return
-        self._stopping.set()
-        self._wake_poller()
-        # Joined from another thread: the poll thread may be handing entries to this loop, which
-        # must keep turning while it ends.
-        await asyncio.to_thread(thread.join)
-        self._thread = None
-        with self._lock:
-            owed, self._wanted = self._wanted, []
-        _settle(owed, False)
-        self._settle_in_flight(False)
+        if thread is not None:
+            self._stopping.set()
+            self._wake_poller()
+            # Joined from another thread: the poll thread may be handing entries to this loop,
+            # which must keep turning while it ends.
+            await asyncio.to_thread(thread.join)
+            self._thread = None
+            with self._lock:
+                owed, self._wanted = self._wanted, []
+            _settle(owed, False)
+            self._settle_in_flight(False)
+        if self.probe is not None:  # after the thread: it writes to the memory shared with the probe
+            self.probe.stop()
 
     def _beat(self) -> None:
         now = time.monotonic()

@@ -141,15 +141,17 @@ class FreshnessProbe:
         self._proc = proc
 
     def reading(self) -> ProbeReading | None:
-        if self._map is None:
+        shared = self._map
+        if shared is None or shared.closed:
             return None
-        return decode(self._map[:RECORD_SIZE])
+        return decode(shared[:RECORD_SIZE])
 
     def note_known(self, at: float) -> None:
         """The worker's own feed has applied everything committed before ``at``: the probe may
         rest. (Written without a lock: a torn value costs at most one poll more or less.)"""
-        if self._map is not None:
-            _KNOWN.pack_into(self._map, RECORD_SIZE, at)
+        shared = self._map
+        if shared is not None and not shared.closed:
+            _KNOWN.pack_into(shared, RECORD_SIZE, at)
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
