@@ -55,21 +55,29 @@ def keys(namespace: str) -> Keyspace:
     return Keyspace(namespace)
 
 
-@pytest.fixture
-async def feed(redis: Redis, redis_url: str, keys: Keyspace) -> AsyncIterator[tuple[ChangeFeed, Applied]]:
-    await redis.xadd(keys.events, {"kind": "before"})
+def probed_feed(redis: Redis, redis_url: str, keys: Keyspace, *, poll_interval: float) -> ChangeFeed:
+    """A change feed with a freshness probe polling every ``POLL_S``; the feed's own thread
+    polls every ``poll_interval``."""
     probe = FreshnessProbe(redis_url, keys.namespace, interval=POLL_S, timeout_s=1.0)
-    # The feed's own thread polls once at the start, then only when asked: whatever moves its
-    # knowledge on later is the probe's doing.
-    feed = ChangeFeed(
+    return ChangeFeed(
         ScriptRegistry(redis),
         keys,
         health=RedisHealth(),
-        poll_interval=60.0,
+        poll_interval=poll_interval,
         timeout_s=1.0,
         stall_s=0.05,
         probe=probe,
     )
+
+
+@pytest.fixture
+async def feed(redis: Redis, redis_url: str, keys: Keyspace) -> AsyncIterator[tuple[ChangeFeed, Applied]]:
+    await redis.xadd(keys.events, {"kind": "before"})
+    # The feed's own thread polls once at the start, then only when asked: whatever moves its
+    # knowledge on later is the probe's doing.
+    feed = probed_feed(redis, redis_url, keys, poll_interval=60.0)
+    probe = feed.probe
+    assert probe is not None
     applied = Applied()
     feed.subscribe(applied)
     await feed.start()
@@ -137,16 +145,9 @@ async def test_the_probe_never_vouches_for_a_change_the_worker_has_not_applied(
 async def test_the_probe_rests_while_the_worker_keeps_up(
     redis: Redis, redis_url: str, keys: Keyspace
 ) -> None:
-    probe = FreshnessProbe(redis_url, keys.namespace, interval=POLL_S, timeout_s=1.0)
-    feed = ChangeFeed(
-        ScriptRegistry(redis),
-        keys,
-        health=RedisHealth(),
-        poll_interval=POLL_S,
-        timeout_s=1.0,
-        stall_s=0.05,
-        probe=probe,
-    )
+    feed = probed_feed(redis, redis_url, keys, poll_interval=POLL_S)
+    probe = feed.probe
+    assert probe is not None
     await feed.start()
     try:
         await eventually(lambda: feed.known_at is not None and probe.alive(), timeout=30)
@@ -237,16 +238,9 @@ async def test_stopping_while_the_thread_polls_flat_out_leaves_no_thread_failing
     # that memory) must go only after the thread has ended. Unhandled thread exceptions fail the
     # test (pytest's threadexception plugin, warnings as errors).
     for _ in range(5):
-        probe = FreshnessProbe(redis_url, keys.namespace, interval=POLL_S, timeout_s=1.0)
-        feed = ChangeFeed(
-            ScriptRegistry(redis),
-            keys,
-            health=RedisHealth(),
-            poll_interval=0.0,
-            timeout_s=1.0,
-            stall_s=0.05,
-            probe=probe,
-        )
+        feed = probed_feed(redis, redis_url, keys, poll_interval=0.0)
+        probe = feed.probe
+        assert probe is not None
         await feed.start()
         await eventually(partial(_knows, feed), timeout=30)
         await feed.stop()
