@@ -267,7 +267,7 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
     metrics.watch_decode_budget(service.decode_budget)
     service.decode_budget.on_idle = allocator.trim_soon
     metrics.watch_worker(worker, health)
-    metrics.watch_freshness_probe(feed)
+    metrics.watch_change_feed(feed)
     app[SCRIPTS], app[STORE], app[SERVICE], app[FEED] = scripts, store, service, feed
     starting = asyncio.create_task(bring_up(app), name="redis-bring-up")
     # Twice per staleness bound (one cheap SENTINEL MASTERS each): workers move to a promoted

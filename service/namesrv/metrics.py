@@ -46,8 +46,11 @@ class ProbeProcess(Protocol):
     def alive(self) -> bool: ...
 
 
-class ProbeStats(Protocol):
-    """What the freshness probe's collector reads (the change feed)."""
+class FeedStats(Protocol):
+    """What the change feed's collector reads."""
+
+    poll_faults: int
+    thread_restarts: int
 
     @property
     def probe(self) -> ProbeProcess | None: ...
@@ -190,8 +193,8 @@ class Metrics:
     def watch_worker(self, worker: Readiness, health: RedisLink) -> None:
         self.registry.register(_WorkerCollector(worker, health))
 
-    def watch_freshness_probe(self, feed: ProbeStats) -> None:
-        self.registry.register(_FreshnessProbeCollector(feed))
+    def watch_change_feed(self, feed: FeedStats) -> None:
+        self.registry.register(_ChangeFeedCollector(feed))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -325,14 +328,24 @@ class _DecodeBudgetCollector(Collector):
         )
 
 
-class _FreshnessProbeCollector(Collector):
-    """The change feed's freshness probe (freshnessProbeEnabled): whether it runs, how often it
-    spared lookups a catch-up."""
+class _ChangeFeedCollector(Collector):
+    """The change feed's own faults, and its freshness probe (freshnessProbeEnabled): whether it
+    runs, how often it spared lookups a catch-up."""
 
-    def __init__(self, feed: ProbeStats) -> None:
+    def __init__(self, feed: FeedStats) -> None:
         self.feed = feed
 
     def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            "namesrv_change_feed_poll_faults",
+            "Change-log polls that failed in the worker's handling rather than in Redis (logged)",
+            value=self.feed.poll_faults,
+        )
+        yield CounterMetricFamily(
+            "namesrv_change_feed_thread_restarts",
+            "Change-feed poll threads started again after one ended unexpectedly (logged)",
+            value=self.feed.thread_restarts,
+        )
         probe = self.feed.probe
         if probe is None:
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import pytest
 from redis.asyncio import Redis
@@ -14,11 +14,12 @@ from namesrv.registry.changefeed import BATCH, BATCH_BYTES, ChangeFeed
 from namesrv.store.health import RedisHealth
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
-from namesrv.store.script_args import ReadChangesArgs
+from namesrv.store.script_args import FeedReply, ReadChangesArgs
 from namesrv.store.script_call import CallContext
 from namesrv.store.scripts import ScriptRegistry
 from tests.faults.harness import redis_host_port
 from tests.faults.proxy import ProxyThread
+from tests.polling import eventually
 
 
 class Recorder:
@@ -260,3 +261,47 @@ async def test_a_read_stops_at_its_byte_bound_and_the_feed_reads_on(
         ReadChangesArgs(slow_poll_feed.instance, "x", reply.last_id, BATCH), CallContext(keys, "", "")
     )
     assert (len(unbounded.entries), unbounded.more) == (10, False)
+
+
+def fail_once(fault: BaseException) -> Callable[[ReadChangesArgs, object], FeedReply]:
+    """ReadChangesArgs.decode raising ``fault`` for the first reply and decoding the rest: the
+    worker's own handling failing once while Redis answers all along."""
+    decode, raised = ReadChangesArgs.decode, []
+
+    def failing(args: ReadChangesArgs, reply: object) -> FeedReply:
+        if not raised:
+            raised.append(fault)
+            raise fault
+        return decode(args, reply)
+
+    return failing
+
+
+@pytest.mark.parametrize(
+    ("fault", "faults", "restarts"),
+    [
+        (ValueError("a reply this worker could not decode"), 1, 0),  # the poll fails, the thread lives
+        (asyncio.CancelledError(), 0, 1),  # the thread ends: the next tick starts another
+    ],
+)
+async def test_a_poll_that_fails_in_the_worker_does_not_end_the_feed(
+    redis: Redis,
+    keys: Keyspace,
+    recorder: Recorder,
+    slow_poll_feed: ChangeFeed,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    fault: BaseException,
+    faults: int,
+    restarts: int,
+) -> None:
+    """CI: a worker's poll thread died after a Redis restart; the worker never saw the new data
+    set, never healed it, and a broker's one-topic registration stayed refused (R7) for good."""
+    monkeypatch.setattr(ReadChangesArgs, "decode", fail_once(fault))
+    await redis.xadd(keys.events, {"kind": "after"})
+    assert await slow_poll_feed.wait_fresh(10.0) is False  # the read that failed
+    # a read after it, by the same feed (a new thread within a tick)
+    await eventually(lambda: slow_poll_feed.wait_fresh(5.0), timeout=10, what="a read after the failed one")
+    assert recorder.kinds == ["after"]
+    assert (slow_poll_feed.poll_faults, slow_poll_feed.thread_restarts) == (faults, restarts)
+    assert any(r.exc_info is not None for r in caplog.records if r.name == "namesrv.registry.changefeed")

@@ -156,6 +156,9 @@ class ChangeFeed:
         self._rtt = 0.0  # moving average of successful polls' round trips
         self._last_rtt = 0.0
         self._ticker: asyncio.TimerHandle | None = None
+        self.poll_faults = 0  # polls that failed in our own code rather than in Redis
+        self._last_fault = ""
+        self.thread_restarts = 0  # poll threads started again after one ended on its own
         self._loop: asyncio.AbstractEventLoop | None = None  # the worker's loop
         self._thread: threading.Thread | None = None
         self._poll_loop: asyncio.AbstractEventLoop | None = None
@@ -165,6 +168,7 @@ class ChangeFeed:
         # Resolved (True: applied, False: the read failed) by the first poll issued after they
         # were added: see wait_fresh.
         self._wanted: list[asyncio.Future[bool]] = []
+        self._polling: list[asyncio.Future[bool]] = []  # the waiters the poll thread's read owes
         # Resolved when the poll in flight ends (True: it was applied): see wait_in_flight.
         self._in_flight: asyncio.Future[bool] | None = None
 
@@ -280,8 +284,7 @@ class ChangeFeed:
         self._tick = self._poll_tick = time.monotonic()
         self._ticker = self._loop.call_later(TICK_S, self._beat)
         self._stopping.clear()
-        self._thread = threading.Thread(target=self._thread_main, name="namesrv-changefeed", daemon=True)
-        self._thread.start()
+        self._start_thread()
         if self.probe is not None:
             self.probe.start()
 
@@ -308,6 +311,7 @@ class ChangeFeed:
         self._observe_lag(max(0.0, now - self._tick - TICK_S))
         self._tick = now
         self._ticks += 1
+        self._keep_polling()
         if self.probe is not None and self._ticks % PROBE_CHECK_TICKS == 0:
             self.probe.keep_running()
         if self._loop is not None:
@@ -320,9 +324,29 @@ class ChangeFeed:
         self._poll_loop = loop
         try:
             loop.run_until_complete(self._poll_forever())
+        except BaseException:
+            # Whatever ended it, the worker must not go on without its feed: a worker whose poll
+            # thread died kept serving, never saw Redis lose its data and never healed it. The
+            # loop's next tick starts a new thread (_keep_polling).
+            if not self._stopping.is_set():
+                log.critical("change feed poll thread failed; starting a new one", exc_info=True)
+            # its waiters hear now that the read they waited for failed, not at their deadline
+            with self._lock:
+                owed, self._wanted = [*self._polling, *self._wanted], []
+            self._to_loop(_settle_all, owed, self._end_in_flight(), False)
         finally:
             self._poll_loop = None
             loop.close()
+
+    def _keep_polling(self) -> None:
+        thread = self._thread
+        if thread is not None and not thread.is_alive() and not self._stopping.is_set():
+            self.thread_restarts += 1
+            self._start_thread()
+
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._thread_main, name="namesrv-changefeed", daemon=True)
+        self._thread.start()
 
     def _wake_poller(self) -> None:
         loop, kick = self._poll_loop, self._kick
@@ -353,12 +377,18 @@ class ChangeFeed:
                 issued = time.monotonic()
                 with self._lock:
                     owed, self._wanted = self._wanted, []
+                self._polling = owed
                 self._poll_issued = issued
                 poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH, BATCH_BYTES)
                 try:
                     reply = await within(self.timeout_s, self._read(scripts, poll))
-                except (RedisError, OSError, TimeoutError) as exc:
+                except Exception as exc:
                     self._poll_issued = None
+                    if not isinstance(exc, (RedisError, OSError, TimeoutError)):
+                        # Not Redis' answer but our handling of it (a reply we could not decode,
+                        # a client library fault after a restart): the poll failed all the same,
+                        # and the thread must live on, or the worker never follows the log again.
+                        self._note_poll_fault(exc)
                     self._to_loop(self._poll_failed, exc, owed)
                     await self._pause(retry)
                     retry = min(retry * 2, RETRY_MAX_S)
@@ -392,6 +422,13 @@ class ChangeFeed:
                     await self._pause(self.poll_interval - (time.monotonic() - issued))
         finally:
             await close_client(client)
+
+    def _note_poll_fault(self, exc: Exception) -> None:
+        self.poll_faults += 1
+        kind = f"{type(exc).__name__}: {exc}"
+        if kind != self._last_fault:  # once per distinct fault, not once per poll
+            self._last_fault = kind
+            log.error("change feed poll failed (%s); polling again", kind, exc_info=exc)
 
     def _know(self, issued: float) -> None:
         self._known_at = issued

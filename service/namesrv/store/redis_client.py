@@ -57,19 +57,33 @@ class _HiredisPacking:
         return packed
 
 
-class FastConnection(_HiredisPacking, Connection):
+class _ClosedTransportFails:
+    """A write onto a connection that Redis reset a moment ago (a restart, a failover) is a
+    connection error. On uvloop the write raises RuntimeError ("unable to perform operation on
+    <TCPTransport closed=True>; the handler is closed"), which redis-py passes on as it is: the
+    change feed's poll thread took that for a fault of its own and died (CI, issue 27's heal test),
+    and anything else treating it as a bug rather than Redis being away would be as wrong."""
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            await super().send_packed_command(command, check_health)  # type: ignore[misc]
+        except RuntimeError as exc:
+            raise ConnectionError(f"Error while writing to Redis: the connection closed ({exc})") from exc
+
+
+class FastConnection(_ClosedTransportFails, _HiredisPacking, Connection):
     pass
 
 
-class FastSSLConnection(_HiredisPacking, SSLConnection):
+class FastSSLConnection(_ClosedTransportFails, _HiredisPacking, SSLConnection):
     pass
 
 
-class FastUnixConnection(_HiredisPacking, UnixDomainSocketConnection):
+class FastUnixConnection(_ClosedTransportFails, _HiredisPacking, UnixDomainSocketConnection):
     pass
 
 
-class FastSentinelConnection(_HiredisPacking, SentinelManagedConnection):
+class FastSentinelConnection(_ClosedTransportFails, _HiredisPacking, SentinelManagedConnection):
     pass
 
 

@@ -171,9 +171,10 @@ class RegistryStore:
         return await self._bounded(command)
 
     async def check_schema(self) -> None:
-        """Record our data layout version; refuse to run against a newer one."""
-        await self.redis.hsetnx(self.k.meta, "schema", SCHEMA_VERSION)
-        found = int(await self.redis.hget(self.k.meta, "schema") or SCHEMA_VERSION)
+        """Record our data layout version; refuse to run against a newer one. Called when Redis
+        just came back with a new data set, on connections that Redis may have reset: retried."""
+        await with_retry(lambda: self.redis.hsetnx(self.k.meta, "schema", SCHEMA_VERSION))
+        found = int(await with_retry(lambda: self.redis.hget(self.k.meta, "schema")) or SCHEMA_VERSION)
         if found > SCHEMA_VERSION:
             raise RuntimeError(
                 f"namespace {self.k.namespace!r} holds schema {found}; this worker "
