@@ -46,6 +46,16 @@ def test_a_cached_route_and_its_encodings_leave_nothing_for_a_full_collection() 
     assert [gc.is_tracked(x) for x in held] == [False] * len(held)
 
 
+def test_a_long_route_kept_in_shared_pieces_leaves_nothing_for_a_full_collection() -> None:
+    from tests.unit.test_route_encoding import BIG
+
+    entry = CachedRoute(BIG, expires_at=1e18)
+    entry.encoded(Dialect.STANDARD)
+    gc.collect()
+    assert isinstance(entry.standard, tuple)
+    assert [gc.is_tracked(entry), gc.is_tracked(entry.standard)] == [False, False]
+
+
 def test_a_decoded_register_body_keeps_its_topic_configs_untracked() -> None:
     body = register_body_json(topic_configs([f"T{i}" for i in range(50)]), DataVersion(1, 0, 2))
     decoded = RegisterBodyDecoder().decode(RawBody(body, 479, False), "C/10.0.0.1:10911", 0)

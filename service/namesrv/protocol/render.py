@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from msgspec.structs import replace
+
 from namesrv.domain.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect, IntKeyDict, dumps, quote
 
@@ -78,6 +80,29 @@ def route_obj(route: TopicRouteData) -> dict[str, Any]:
 def route_json(route: TopicRouteData, dialect: Dialect) -> str:
     """A GET_ROUTEINFO_BY_TOPIC body in ``dialect``."""
     return dumps(route_obj(route), dialect)
+
+
+BROKERS_AT = '"brokerDatas":['
+QUEUES_AT = '"queueDatas":['
+
+
+def route_json_pieces(route: TopicRouteData, dialect: Dialect) -> tuple[str, list[str], str, list[str], str]:
+    """:func:`route_json` in pieces: ``head``, one text per BrokerData, ``middle``, one per QueueData,
+    ``tail``; ``head + ",".join(brokers) + middle + ",".join(queues) + tail`` is the body. A
+    broker's or a queue's text is the same in every route that shows it, so a cache of many routes
+    can keep each text once (the RIP-29 shape: 10,000 routes of the same 100 groups)."""
+    bare = dumps(route_obj(replace(route, brokerDatas=(), queueDatas=())), dialect)
+    # The first key of the object, and the first after two that hold no quoted '"' unescaped
+    # (filter server addresses, orderTopicConf): neither text can occur earlier.
+    b = bare.index(BROKERS_AT) + len(BROKERS_AT)
+    q = bare.index(QUEUES_AT, b) + len(QUEUES_AT)
+    return (
+        bare[:b],
+        [dumps(broker_data_obj(x), dialect) for x in route.brokerDatas],
+        bare[b:q],
+        [dumps(queue_data_obj(x), dialect) for x in route.queueDatas],
+        bare[q:],
+    )
 
 
 def cluster_info_obj(info: ClusterInfo) -> dict[str, Any]:

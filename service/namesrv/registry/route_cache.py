@@ -52,6 +52,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -390,7 +391,9 @@ class RouteCache:
             lookup.route,
             expires_at,
             lookup.hidden,
-            members=tuple(lookup.deadlines),
+            # one copy of each '<cluster>/<addr>' for every route that shows it (300 per route
+            # at the RIP-29 shape, else 20 KB of copies per route)
+            members=tuple(map(sys.intern, lookup.deadlines)),
             max_age_at=max_age_at,
             filled_at=now,
             served_at=now if served_at is None else served_at,

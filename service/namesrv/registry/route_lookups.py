@@ -19,10 +19,40 @@ from namesrv.domain.errors import NotReady
 from namesrv.domain.model import TopicRouteData
 from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect
-from namesrv.protocol.render import route_json
+from namesrv.protocol.render import route_json, route_json_pieces
 from namesrv.registry.changefeed import LISTENER_ERROR
 
 NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is a new GC-tracked object each time
+
+# A route's body, whole, or as pieces that other cached routes share (see ``encoding``)
+Encoding = bytes | tuple[bytes, ...]
+SPLIT_FROM_BYTES = 4096  # a body at least this long is kept in shared pieces
+MAX_SHARED_PIECES = 65536  # texts of brokers and queues kept for sharing; then the table starts over
+_shared: dict[bytes, bytes] = {}
+
+
+def encoding(route: TopicRouteData, dialect: Dialect) -> Encoding:
+    """What a cached route keeps of its body in ``dialect``: the bytes, or for a long body the
+    pieces (one text per broker and per queue, each kept once for every route that shows it).
+
+    At the RIP-29 shape (10,000 topics on the same 100 broker groups) every route body is 25 KB
+    and a worker caching all of them held 250 MB of copies of the same 200 texts per dialect; in
+    pieces a route keeps 1.6 KB of references, and a hit joins them (a few microseconds)."""
+    head, brokers, middle, queues, tail = route_json_pieces(route, dialect)
+    size = len(head) + len(middle) + len(tail) + sum(map(len, brokers)) + sum(map(len, queues))
+    if size < SPLIT_FROM_BYTES:
+        body = head + ",".join(brokers) + middle + ",".join(queues) + tail
+        return body.encode()
+    if len(_shared) > MAX_SHARED_PIECES:
+        _shared.clear()  # routes keep the pieces they hold; only sharing starts over
+    pieces = [head.encode()]
+    for texts, after in ((brokers, middle), (queues, tail)):
+        last = len(texts) - 1
+        for i, text in enumerate(texts):
+            piece = (text if i == last else text + ",").encode()
+            pieces.append(_shared.setdefault(piece, piece))
+        pieces.append(after.encode())
+    return tuple(pieces)
 
 
 class CachedRoute(msgspec.Struct, gc=False):
@@ -40,20 +70,20 @@ class CachedRoute(msgspec.Struct, gc=False):
     max_age_at: float = math.inf  # local monotonic time it expires whatever its brokers do
     filled_at: float = 0.0  # local monotonic time its read from Redis completed
     served_at: float = 0.0  # local monotonic time it last answered a lookup
-    standard: bytes | None = None  # the route in Dialect.STANDARD, once asked for
-    default: bytes | None = None  # ... in Dialect.DEFAULT
+    standard: Encoding | None = None  # the route in Dialect.STANDARD, once asked for
+    default: Encoding | None = None  # ... in Dialect.DEFAULT
     zones: dict[str, bytes] = msgspec.field(default_factory=dict)
 
     def encoded(self, dialect: Dialect) -> bytes:
         if dialect is Dialect.STANDARD:
             body = self.standard
             if body is None:
-                body = self.standard = route_json(self.data, dialect).encode()
-            return body
-        body = self.default
-        if body is None:
-            body = self.default = route_json(self.data, dialect).encode()
-        return body
+                body = self.standard = encoding(self.data, dialect)
+        else:
+            body = self.default
+            if body is None:
+                body = self.default = encoding(self.data, dialect)
+        return body if isinstance(body, bytes) else b"".join(body)
 
     def broker_names(self) -> set[str]:
         """Every broker whose change can change this route."""

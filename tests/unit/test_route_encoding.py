@@ -1,0 +1,65 @@
+"""A cached route's body: the same bytes as rendering it whole, kept in pieces shared between
+routes when it is long (issue 27: 10,000 routes of the same 100 broker groups)."""
+
+from __future__ import annotations
+
+import pytest
+from msgspec.structs import replace
+
+from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
+from namesrv.protocol.fastjson import Dialect
+from namesrv.protocol.render import route_json
+from namesrv.registry.route_lookups import SPLIT_FROM_BYTES, CachedRoute
+from tests.unit.test_fastjson import MAPPING_INFO, ROUTE
+
+
+def groups(count: int, zone: str | None = None) -> TopicRouteData:
+    return TopicRouteData(
+        queueDatas=tuple(QueueData(f"broker-{g:03d}", 6, 8, 0, 8) for g in range(count)),
+        brokerDatas=tuple(
+            BrokerData(
+                "DefaultCluster",
+                f"broker-{g:03d}",
+                {0: f"10.0.{g}.1:10911", 1: f"10.0.{g}.2:10911", 2: f"10.0.{g}.3:10911"},
+                zoneName=zone,
+            )
+            for g in range(count)
+        ),
+    )
+
+
+BIG = groups(100, zone="zone-é/1")
+TRICKY = replace(
+    BIG,
+    # texts that look like the keys the body is cut at, inside strings and maps before them
+    filterServerTable={'10.0.0.1:10911"queueDatas":[': ('"brokerDatas":[',)},
+    orderTopicConf='"queueDatas":[]',
+    topicQueueMappingByBroker={"broker-000": MAPPING_INFO},
+)
+
+
+@pytest.mark.parametrize("route", [ROUTE, BIG, TRICKY, groups(1), TopicRouteData((), ())])
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_the_body_is_the_route_rendered_whole(route: TopicRouteData, dialect: Dialect) -> None:
+    entry = CachedRoute(route, expires_at=1e18)
+    assert entry.encoded(dialect) == route_json(route, dialect).encode()
+    assert entry.encoded(dialect) == route_json(route, dialect).encode()  # and again, from what it kept
+
+
+def test_a_short_body_is_kept_whole_and_a_long_one_in_pieces() -> None:
+    short, long = CachedRoute(ROUTE, expires_at=1e18), CachedRoute(BIG, expires_at=1e18)
+    short.encoded(Dialect.DEFAULT)
+    long.encoded(Dialect.DEFAULT)
+    assert len(route_json(ROUTE, Dialect.DEFAULT)) < SPLIT_FROM_BYTES <= len(route_json(BIG, Dialect.DEFAULT))
+    assert isinstance(short.default, bytes)
+    assert isinstance(long.default, tuple) and len(long.default) == 1 + 100 + 1 + 100 + 1
+
+
+def test_routes_of_the_same_brokers_share_their_pieces() -> None:
+    one = CachedRoute(replace(BIG, orderTopicConf="a"), expires_at=1e18)
+    other = CachedRoute(replace(BIG, orderTopicConf="b"), expires_at=1e18)
+    one.encoded(Dialect.STANDARD)
+    other.encoded(Dialect.STANDARD)
+    assert isinstance(one.standard, tuple) and isinstance(other.standard, tuple)
+    shared = [a is b for a, b in zip(one.standard[1:-1], other.standard[1:-1], strict=True)]
+    assert shared == [True] * 100 + [False] + [True] * 100  # all but the piece holding orderTopicConf
