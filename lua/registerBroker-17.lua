@@ -292,7 +292,8 @@ else
   rcall('HSET', K.pending, member, cjson.encode({token = token, mode = mode,
     wipe = isPrimeSlave and acting, mapWrite = registerFirst or changed,
     dataVersion = dataVersion, digest = digest, epoch = epoch,
-    blank = rcall('EXISTS', K.btopics) == 0, body = bodyHash ~= '' and bodyRecord or nil}))
+    blank = rcall('EXISTS', K.btopics) == 0, body = bodyHash ~= '' and bodyRecord or nil,
+    replay = replayOf ~= nil or nil}))
 end
 
 -- R12. Routes show the filter servers of their brokers' addresses: a change must reach caches.

@@ -201,6 +201,6 @@ if nUpserted > 0 or #removed > 0 or final then
     'brokerAddr', string.sub(member, #cluster + 2), 'epoch', pending.epoch,
     'upserted', prebuilt ~= '' and prebuilt or (table.concat(upserted) .. ']'), 'removed', jsonList(removed),
     'final', final and '1' or '0', 'chunk', chunk, 'dataVersion', pending.dataVersion,
-    'mapped', jsonList(mapped)})
+    'mapped', jsonList(mapped), 'replay', pending.replay and '1' or '0'})
 end
 return {1, nUpserted, #removed}

@@ -103,9 +103,13 @@ async def test_a_redis_that_restarts_empty_is_healed_by_the_workers(
         raw = Redis.from_url(redis_process.url, decode_responses=True)
         try:
             live = await raw.hkeys(Keyspace(namespace).live)
+            log = [fields for _, fields in await raw.xrange(Keyspace(namespace).events)]
         finally:
             await raw.aclose()
         assert sorted(live) == ["C/127.0.0.1:10911", "C/127.0.0.1:10921"]
+        # the replays' queue writes say so: caches keep serving the pre-loss routes through them
+        written = [(f["brokerName"], f["replay"]) for f in log if f.get("kind") == "registerQueues"]
+        assert sorted(set(written)) == [("broker-a", "1"), ("broker-b", "1")]
         print(f"healed in {healed_in:.2f} s")
     finally:
         for c in (conn_a, conn_b, gone, lookups):

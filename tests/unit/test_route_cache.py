@@ -698,3 +698,49 @@ async def test_re_reading_is_off_with_a_zero_window(registry: Registry, clock: C
     await settle()
     assert registry.reads == 1
     await c.close()
+
+
+def queues_written(topic: str, broker: str, *, replay: bool) -> dict[str, str]:
+    """A registerQueues change-log entry that wrote ``broker``'s queue of ``topic``."""
+    queue = {"brokerName": broker, "perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8}
+    return {
+        "cluster": "C",
+        "brokerName": broker,
+        "brokerAddr": "10.0.0.0:10911",
+        "epoch": "1",
+        "upserted": orjson.dumps([[topic, queue]]).decode(),
+        "removed": "[]",
+        "mapped": "[]",
+        "final": "1",
+        "chunk": "0",
+        "dataVersion": "{}",
+        "replay": "1" if replay else "0",
+    }
+
+
+async def test_a_heal_serves_the_route_cached_before_the_loss_through_replays(
+    registry: Registry, clock: Clock
+) -> None:
+    """#27: at the RIP-29 shape every replay names every topic; the pre-loss routes must outlive
+    the replays, or every lookup reads a partial route from Redis while the heal runs. A broker's
+    own queue write still ends them: Redis then holds an answer of its own."""
+    c = new_cache(registry, clock, max_entries=10, heal_s=15.0)
+    registry.routes["T"] = route("a", "b")
+    before = await c.get("T")
+    registry.routes["T"] = route("a")  # after the loss: only broker a replayed so far
+    await c.on_reset("Redis holds a new data set")
+    await c.on_event("registerQueues", queues_written("T", "a", replay=True))
+    assert (await c.get("T"), registry.reads) == (before, 1)
+    await c.on_event("registerQueues", queues_written("T", "a", replay=False))
+    after = await c.get("T")
+    assert after is not None and (after.data, registry.reads) == (route("a"), 2)
+
+
+async def test_routes_of_the_same_brokers_share_one_list_of_members(registry: Registry, clock: Clock) -> None:
+    """#27 memory: 10,000 routes of the same 300 addresses keep one list of them, not 10,000."""
+    c = new_cache(registry, clock, max_entries=10)
+    registry.valid_for = 60.0
+    registry.routes["T1"], registry.routes["T2"] = route("a", "b"), route("b", "a")
+    one, two = await c.get("T1"), await c.get("T2")
+    assert one is not None and two is not None
+    assert one.members == ("c/a", "c/b") and one.members is two.members

@@ -63,3 +63,12 @@ def test_routes_of_the_same_brokers_share_their_pieces() -> None:
     assert isinstance(one.standard, tuple) and isinstance(other.standard, tuple)
     shared = [a is b for a, b in zip(one.standard[1:-1], other.standard[1:-1], strict=True)]
     assert shared == [True] * 100 + [False] + [True] * 100  # all but the piece holding orderTopicConf
+
+
+def test_alike_routes_share_one_tuple_of_pieces() -> None:
+    """The RIP-29 shape: every topic's route is the same 100 groups, its body the same bytes."""
+    one, other = CachedRoute(BIG, expires_at=1e18), CachedRoute(replace(BIG), expires_at=1e18)
+    assert one.data is not other.data
+    one.encoded(Dialect.DEFAULT)
+    other.encoded(Dialect.DEFAULT)
+    assert isinstance(one.default, tuple) and one.default is other.default

@@ -37,10 +37,11 @@ that knowledge is never older than ``routeCacheStalenessMillis`` while Redis is 
 
 **Heal**: when Redis lost registrations (a new data set), the fleet replays them
 (:mod:`namesrv.registry.heal`); for ``heal_s`` the routes cached before the loss are served as they
-were until a change names them (a replay's or a broker's own queue writes, a broker leaving):
-from then on Redis answers them again. A lookup Redis answers "no such topic" meanwhile gets "name
-server not ready" instead (clients retry): no topic that existed before the loss is ever answered
-TOPIC_NOT_EXIST while it heals, and the heal's replays do not compete with a lookup per request.
+were until a change other than a replay names them (a broker's own queue writes, a broker
+leaving, a topic deleted): from then on Redis answers them again. A lookup Redis answers "no
+such topic" meanwhile gets "name server not ready" instead (clients retry): no topic that existed
+before the loss is ever answered TOPIC_NOT_EXIST while it heals, and the heal's replays do not
+compete with a lookup per request.
 
 Entries also expire after ``MAX_AGE_S`` (jittered), a last bound should an event ever be missed.
 Negative answers (unknown topic) are kept for ``routeNegativeCacheMillis`` and dropped as soon as
@@ -63,7 +64,7 @@ from namesrv.domain.codes import OVERLOAD_REMARK
 from namesrv.domain.errors import Busy, NotReady, StoreUnavailable
 from namesrv.registry.changefeed import LISTENER_ERROR, Freshness
 from namesrv.registry.route_impact import BROKER_EVENTS, RouteImpact, route_impact
-from namesrv.registry.route_lookups import STALE, CachedRoute, Fill, Peeked
+from namesrv.registry.route_lookups import STALE, CachedRoute, Fill, Interner, Peeked
 from namesrv.store.changelog import EventKind
 from namesrv.store.keyspace import live_member
 
@@ -77,6 +78,7 @@ MAX_WAITS_FOR_REDIS = 20  # failed reads waited through in one lookup (each one 
 RESET_GRACE_S = 0.25  # a lookup not in memory waits this long into an outage for Redis to answer
 REFRESH_CONCURRENCY = 4  # re-reads of dropped routes in flight at once per worker
 REFRESH_ATTEMPTS = 3  # re-reads of one route that another change overtook before it could be stored
+shared_members: Interner[tuple[str, ...]] = Interner(4096)
 UNAVAILABLE_REMARK = "route unavailable: Redis unreachable and the route is not cached on this worker"
 
 
@@ -231,10 +233,13 @@ class RouteCache:
         return None
 
     def _forget_before_loss(self, kind: str, impact: RouteImpact) -> None:
-        """A pre-loss route is served only until a change names it: then Redis holds its own
-        answer again (a replay wrote its queues, a broker registered on its own) or it changed
-        for good (a broker left). A replay's registration itself, which only brings a broker's
-        BrokerData back as it was, leaves them: its queue writes follow, naming their topics."""
+        """A pre-loss route is served until a change other than a replay names it: then it
+        changed for good (a broker registered on its own with other queues, a broker left, a
+        topic was deleted). A replay only writes back what the route already shows, so its
+        queue writes leave it (on_event): at the RIP-29 shape every replay names every topic,
+        and dropping the routes at the first one sent every lookup to Redis for a partial
+        route while the heal ran (workers overloaded, lookups p99 3.2 s). A replay's
+        registration itself brings a broker's BrokerData back as it was and leaves them too."""
         if impact.everything:
             self._before_loss = {}
             return
@@ -391,9 +396,9 @@ class RouteCache:
             lookup.route,
             expires_at,
             lookup.hidden,
-            # one copy of each '<cluster>/<addr>' for every route that shows it (300 per route
-            # at the RIP-29 shape, else 20 KB of copies per route)
-            members=tuple(map(sys.intern, lookup.deadlines)),
+            # one copy of each '<cluster>/<addr>', and of each list of them, for every route
+            # that shows it (300 per route at the RIP-29 shape: 20 KB of copies per route)
+            members=shared_members(tuple(sorted(map(sys.intern, lookup.deadlines)))),
             max_age_at=max_age_at,
             filled_at=now,
             served_at=now if served_at is None else served_at,
@@ -473,7 +478,7 @@ class RouteCache:
         self._note_deadline(kind, fields)
         impact = route_impact(kind, fields)
         self.apply(impact)
-        if self._before_loss:
+        if self._before_loss and not (kind == EventKind.REGISTER_QUEUES and fields.get("replay") == "1"):
             self._forget_before_loss(kind, impact)
 
     def _note_deadline(self, kind: str, fields: Mapping[str, str]) -> None:
