@@ -263,6 +263,32 @@ async def test_a_read_stops_at_its_byte_bound_and_the_feed_reads_on(
     assert (len(unbounded.entries), unbounded.more) == (10, False)
 
 
+async def test_a_read_sizes_its_pages_by_the_entries_it_meets(
+    redis: Redis, keys: Keyspace, slow_poll_feed: ChangeFeed
+) -> None:
+    """Small entries fill a read up to its count, then big ones stop it at its byte bound: pages
+    follow the entries' sizes, and nothing is skipped or read twice across reads."""
+    small = [f"s{i}" for i in range(BATCH + 100)]
+    big = [f"b{i}" for i in range(6)]
+    for kind in small:
+        await redis.xadd(keys.events, {"kind": kind})
+    for kind in big:
+        await redis.xadd(keys.events, {"kind": kind, "upserted": "x" * (BATCH_BYTES // 3)})
+    scripts, ctx = ScriptRegistry(redis), CallContext(keys, "", "")
+    read: list[list[str]] = []
+    last = slow_poll_feed.last_id
+    while True:
+        reply = await scripts.run(
+            ReadChangesArgs(slow_poll_feed.instance, "x", last, BATCH, BATCH_BYTES), ctx
+        )
+        if not reply.entries:
+            break
+        read.append([fields[1] for _, fields in reply.entries])
+        last = str(reply.entries[-1][0])
+    assert [len(kinds) for kinds in read] == [BATCH, 100 + 3, 3]  # the third big entry crosses
+    assert [kind for kinds in read for kind in kinds] == small + big
+
+
 def fail_once(fault: BaseException) -> Callable[[ReadChangesArgs, object], FeedReply]:
     """ReadChangesArgs.decode raising ``fault`` for the first reply and decoding the rest: the
     worker's own handling failing once while Redis answers all along."""
@@ -305,3 +331,34 @@ async def test_a_poll_that_fails_in_the_worker_does_not_end_the_feed(
     assert recorder.kinds == ["after"]
     assert (slow_poll_feed.poll_faults, slow_poll_feed.thread_restarts) == (faults, restarts)
     assert any(r.exc_info is not None for r in caplog.records if r.name == "namesrv.registry.changefeed")
+
+
+async def test_a_read_that_stops_short_still_tells_how_far_the_feed_has_read(
+    redis: Redis, keys: Keyspace, slow_poll_feed: ChangeFeed
+) -> None:
+    """A flood of entries (a heal's replays) is read in many reads, and the worker's knowledge
+    moves with each one rather than only once the flood ends: by the Redis time of the last
+    entry applied, never past a change it has not applied."""
+    seen: dict[str, float | None] = {}
+
+    class Watcher(Recorder):
+        async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
+            seen[kind] = slow_poll_feed.known_at  # what the feed claimed when this one came
+
+    slow_poll_feed.subscribe(Watcher())
+    big = "x" * (BATCH_BYTES // 4)  # four entries reach one read's bound
+    await asyncio.sleep(1.0)
+    first_added = time.monotonic()
+    for i in range(4):
+        await redis.xadd(keys.events, {"kind": f"early{i}", "upserted": big})
+    await asyncio.sleep(1.0)
+    late_added = time.monotonic()
+    for i in range(4):
+        await redis.xadd(keys.events, {"kind": f"late{i}", "upserted": big})
+    assert await slow_poll_feed.wait_fresh(5.0) is True
+    before, after_early = seen["early0"], seen["late0"]
+    assert before is not None and after_early is not None
+    assert before < first_added - 0.9  # the feed's knowledge when the flood began
+    # after the first read (the early entries): up to the time the last one was added, less how
+    # long the read took to run, and never as far as the first entry it had not read
+    assert first_added - 0.5 < after_early < late_added

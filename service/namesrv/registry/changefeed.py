@@ -14,7 +14,10 @@ listeners what they learned while the link was in doubt (``on_recovered``).
 What the route cache trusts (:class:`Freshness`):
 
 * ``known_at``: the (monotonic) time the last successful poll was issued; every change committed
-  before it has been applied. With a :class:`FreshnessProbe`, also the time of the probe's last
+  before it has been applied. A poll that did not reach the end of the log (a flood of entries:
+  a heal's replays) moves it too, to the Redis time of the last entry applied, in the worker's
+  clock: a worker that keeps up with a flood stays fresh, one that falls behind knows by how much.
+  With a :class:`FreshnessProbe`, also the time of the probe's last
   poll when the newest entry it saw is the one this worker applied last: a worker too busy to
   run its own poll thread still knows that nothing changed.
 * ``outage(now)``: Redis is unreachable, or stalled: a poll has been outstanding for longer than
@@ -29,11 +32,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -64,6 +68,14 @@ RETRY_MIN_S, RETRY_MAX_S = 0.02, 0.1
 # The reason of a start-over that is this worker's own doing (a listener failed), not Redis': every
 # other reason means Redis may have lost what the worker knew (listeners may heal it).
 LISTENER_ERROR = "listener error"
+
+
+class Waiter(NamedTuple):
+    """A caller of :meth:`ChangeFeed.wait_fresh`: satisfied once everything committed before
+    ``asked_at`` (monotonic) has been applied."""
+
+    asked_at: float
+    done: asyncio.Future[bool]
 
 
 class FeedListener(Protocol):
@@ -167,8 +179,8 @@ class ChangeFeed:
         self._lock = threading.Lock()  # guards the waiter lists shared with the thread
         # Resolved (True: applied, False: the read failed) by the first poll issued after they
         # were added: see wait_fresh.
-        self._wanted: list[asyncio.Future[bool]] = []
-        self._polling: list[asyncio.Future[bool]] = []  # the waiters the poll thread's read owes
+        self._wanted: list[Waiter] = []
+        self._polling: list[Waiter] = []  # the waiters the poll thread's read owes
         # Resolved when the poll in flight ends (True: it was applied): see wait_in_flight.
         self._in_flight: asyncio.Future[bool] | None = None
 
@@ -250,11 +262,11 @@ class ChangeFeed:
         bound catches up, instead of sending every waiting lookup to Redis on its own."""
         if self._thread is None or not self._thread.is_alive():
             return False
-        wanted = asyncio.get_running_loop().create_future()
+        wanted = Waiter(time.monotonic(), asyncio.get_running_loop().create_future())
         with self._lock:
             self._wanted.append(wanted)
         self._wake_poller()
-        return await self._wait(wanted, timeout, until_outage)
+        return await self._wait(wanted.done, timeout, until_outage)
 
     async def _wait(self, waiter: asyncio.Future[bool], timeout: float, until_outage: bool) -> bool:
         """``waiter``'s result, or False once ``timeout`` passed or (``until_outage``) an outage
@@ -471,12 +483,12 @@ class ChangeFeed:
             await asyncio.wait_for(kick.wait(), seconds)
 
     # ---- on the worker's loop ----
-    def _poll_failed(self, exc: BaseException, owed: list[asyncio.Future[bool]]) -> None:
+    def _poll_failed(self, exc: BaseException, owed: list[Waiter]) -> None:
         self._settle_in_flight(False)
         _settle(owed, False)
         self._went_down(exc)
 
-    async def _apply_on_loop(self, reply: FeedReply, issued: float, owed: list[asyncio.Future[bool]]) -> bool:
+    async def _apply_on_loop(self, reply: FeedReply, issued: float, owed: list[Waiter]) -> bool:
         """Apply a poll's reply for the listeners; True when it was full (more may be waiting)."""
         try:
             full = await self._apply(reply)
@@ -493,11 +505,36 @@ class ChangeFeed:
             self._settle_in_flight(True)
             _settle(owed, True)
         else:
-            # Waiters on this poll look at known_at themselves: a full batch leaves it as it was.
+            known = self._known_through(reply, issued)
+            if known is not None and known > (self._known_at or -math.inf):
+                self._know(known)
+            # Waiters on the poll in flight look at known_at themselves.
             self._settle_in_flight(True)
-            with self._lock:  # owed waiters wait for the poll that reaches the end
-                self._wanted[:0] = owed
+            answered = [w for w in owed if known is not None and w.asked_at <= known]
+            _settle(answered, True)
+            with self._lock:  # the others wait for the poll that reads past their time
+                self._wanted[:0] = [w for w in owed if known is None or w.asked_at > known]
         return full
+
+    @staticmethod
+    def _known_through(reply: FeedReply, issued: float) -> float | None:
+        """After a read that did not reach the end of the log: the (monotonic) time before which
+        every change has been applied, or None when it cannot be told.
+
+        Entry ids start with the Redis time (ms) they were added at, never later than it, and
+        entries are added in time order: every change committed before the last applied entry's
+        time has been applied. That time is ``now_ms - id_ms`` before the read ran, and the read
+        ran after ``issued``; 1 ms more covers the clock's truncation to whole ms. A Redis clock
+        that went back (the entry looks newer than the read) says nothing."""
+        if not reply.entries or reply.now_ms <= 0:
+            return None
+        entry_ms = str(reply.entries[-1][0]).partition("-")[0]
+        if not entry_ms.isdigit():
+            return None
+        behind_ms = reply.now_ms + 1 - int(entry_ms)
+        if behind_ms < 1:
+            return None
+        return issued - behind_ms / 1000
 
     def _settle_in_flight(self, applied: bool) -> None:
         ending = self._end_in_flight()
@@ -506,7 +543,7 @@ class ChangeFeed:
 
     async def _apply(self, reply: FeedReply) -> bool:
         """Apply ``reply``; True when it was full (a whole batch, or cut short by its byte bound)."""
-        instance, status, last_id, entries, more = reply
+        instance, status, last_id, entries, more, _ = reply
         self.instance = instance
         lasted = self.health.mark_up()
         if lasted is not None:
@@ -560,16 +597,14 @@ def _describe(exc: BaseException, timeout_s: float) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _settle(waiters: list[asyncio.Future[bool]], applied: bool) -> None:
+def _settle(waiters: list[Waiter], applied: bool) -> None:
     for waiter in waiters:
-        if not waiter.done():
-            waiter.set_result(applied)
+        if not waiter.done.done():
+            waiter.done.set_result(applied)
     waiters.clear()
 
 
-def _settle_all(
-    waiters: list[asyncio.Future[bool]], ending: asyncio.Future[bool] | None, applied: bool
-) -> None:
+def _settle_all(waiters: list[Waiter], ending: asyncio.Future[bool] | None, applied: bool) -> None:
     _settle(waiters, applied)
     if ending is not None and not ending.done():
         ending.set_result(applied)

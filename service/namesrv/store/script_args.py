@@ -87,6 +87,7 @@ class FeedReply(NamedTuple):
     last_id: str
     entries: list[Any]
     more: bool = False  # the byte bound cut this read short: more entries may follow
+    now_ms: int = 0  # the Redis clock when the read ran (0: unknown)
 
 
 class FeedStatus(IntEnum):
@@ -538,7 +539,7 @@ class ReadChangesArgs:
     """``readChanges-2``: one poll of the change feed."""
 
     SCRIPT: ClassVar[str] = "readChanges"
-    REPLY: ClassVar[tuple[str, ...]] = ("instance", "status", "lastId", "entries", "more")
+    REPLY: ClassVar[tuple[str, ...]] = ("instance", "status", "lastId", "entries", "more", "nowMs")
     known_instance: str  # '' before the first poll
     candidate: str  # a fresh random id: the instance if the registry has none
     last_id: str  # last entry applied; '' = none yet
@@ -552,5 +553,7 @@ class ReadChangesArgs:
         return [self.known_instance, self.candidate, self.last_id, self.count, self.max_bytes]
 
     def decode(self, reply: Any) -> FeedReply:
-        instance, status, last_id, entries, more = reply_of(self, reply)
-        return FeedReply(str(instance), FeedStatus(int(status)), str(last_id), list(entries), bool(int(more)))
+        instance, status, last_id, entries, more, now_ms = reply_of(self, reply)
+        return FeedReply(
+            str(instance), FeedStatus(int(status)), str(last_id), list(entries), bool(int(more)), int(now_ms)
+        )
