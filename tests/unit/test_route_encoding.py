@@ -9,7 +9,7 @@ from msgspec.structs import replace
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect
 from namesrv.protocol.render import route_json
-from namesrv.registry.route_lookups import SPLIT_FROM_BYTES, CachedRoute
+from namesrv.registry.route_lookups import SPLIT_FROM_BYTES, CachedRoute, shared_route
 from tests.unit.test_fastjson import MAPPING_INFO, ROUTE
 
 
@@ -72,3 +72,18 @@ def test_alike_routes_share_one_tuple_of_pieces() -> None:
     one.encoded(Dialect.DEFAULT)
     other.encoded(Dialect.DEFAULT)
     assert isinstance(one.default, tuple) and one.default is other.default
+
+
+def test_routes_of_the_same_queues_and_brokers_share_their_tuples() -> None:
+    """Parsed QueueData and BrokerData are shared already; the tuples of them are too, or each of
+    10,000 routes of the same 100 groups keeps two tuples of its own."""
+    again = replace(BIG, queueDatas=tuple(list(BIG.queueDatas)), brokerDatas=tuple(list(BIG.brokerDatas)))
+    assert again.queueDatas is not BIG.queueDatas and again.brokerDatas is not BIG.brokerDatas
+    one, other = shared_route(BIG), shared_route(again)
+    assert one.queueDatas is other.queueDatas and one.brokerDatas is other.brokerDatas
+    # equal queues are shared; brokers only when they are the same objects (a BrokerData holds a
+    # dict: it is not hashable, and one of equal value is a different read)
+    copies = groups(100, zone="zone-é/1")
+    third = shared_route(copies)
+    assert third.queueDatas is one.queueDatas and third.brokerDatas is not one.brokerDatas
+    assert third == one and third.brokerDatas == one.brokerDatas

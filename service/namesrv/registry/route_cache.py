@@ -64,7 +64,7 @@ from namesrv.domain.codes import OVERLOAD_REMARK
 from namesrv.domain.errors import Busy, NotReady, StoreUnavailable
 from namesrv.registry.changefeed import LISTENER_ERROR, Freshness
 from namesrv.registry.route_impact import BROKER_EVENTS, RouteImpact, route_impact
-from namesrv.registry.route_lookups import STALE, CachedRoute, Fill, Interner, Peeked
+from namesrv.registry.route_lookups import STALE, CachedRoute, Fill, Interner, Peeked, shared_route
 from namesrv.store.changelog import EventKind
 from namesrv.store.keyspace import live_member
 
@@ -393,7 +393,7 @@ class RouteCache:
         # A re-read keeps the time of the last lookup: a route nobody asks for again leaves the
         # re-reading window instead of being read at every change for good.
         entry = CachedRoute(
-            lookup.route,
+            shared_route(lookup.route),
             expires_at,
             lookup.hidden,
             # one copy of each '<cluster>/<addr>', and of each list of them, for every route
