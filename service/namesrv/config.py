@@ -306,9 +306,10 @@ class Settings:
     healWindowSeconds: float = _opt(
         15.0,
         "After Redis lost registrations (restarted empty, flushed, failed over to a replica that "
-        "missed writes), the fleet replays what its workers saw; for this long, routes cached "
-        "before the loss are served, and a lookup Redis cannot answer yet gets 'name server not "
-        "ready' (clients retry) instead of TOPIC_NOT_EXIST. 0 turns it off.",
+        "missed writes), the fleet replays what its workers saw; for this long (longer while "
+        "replays go on: until 5 s after the last, at most 4x this), routes cached before the loss "
+        "are served, and a lookup Redis cannot answer yet gets 'name server not ready' (clients "
+        "retry) instead of TOPIC_NOT_EXIST. 0 turns it off.",
         lo=0,
         hi=600,
     )

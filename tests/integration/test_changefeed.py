@@ -362,3 +362,31 @@ async def test_a_read_that_stops_short_still_tells_how_far_the_feed_has_read(
     # after the first read (the early entries): up to the time the last one was added, less how
     # long the read took to run, and never as far as the first entry it had not read
     assert first_added - 0.5 < after_early < late_added
+
+
+async def test_waits_until_an_outage_end_when_the_outage_begins(
+    redis_url: str, keys: Keyspace, recorder: Recorder
+) -> None:
+    """A caller that serves from memory in an outage waits for a poll only until Redis stalls:
+    the loop's tick tells every such caller at once, not after the 5 s each was allowed."""
+    host, port = redis_host_port(redis_url)
+    proxy = ProxyThread(host, port)
+    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
+    feed = await start_feed(client, keys, recorder, poll_interval=0.02)
+    try:
+        proxy.pause()
+        started = time.monotonic()
+        waits = await asyncio.gather(
+            *(feed.wait_fresh(5.0, until_outage=True) for _ in range(50)),
+            *(feed.wait_in_flight(5.0, until_outage=True) for _ in range(50)),
+        )
+        assert waits == [False] * 100
+        assert time.monotonic() - started < 2.5  # the stall (stall_s 50 ms) ended them
+        assert feed.outage(time.monotonic()) is True
+        proxy.resume()
+        assert await feed.wait_fresh(5.0) is True  # and a read after it is applied
+    finally:
+        proxy.resume()
+        await feed.stop()
+        await client.aclose()
+        proxy.close()

@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
-from namesrv.domain.errors import Busy, StoreUnavailable
+from namesrv.domain.errors import Busy, NotReady, StoreUnavailable
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect
 from namesrv.registry.route_cache import MAX_AGE_S, MAX_BYPASSES_IN_FLIGHT, UNAVAILABLE_REMARK, RouteCache
-from namesrv.registry.route_lookups import STALE, Lookup
+from namesrv.registry.route_lookups import REPLAY_QUIET_S, STALE, Lookup, UncachedRoutes
 from tests.builders import ManualFreshness
 
 TIMINGS = {"staleness_s": 0.1, "outage_s": 30.0, "catch_up_s": 1.0, "negative_s": 1.0}
@@ -744,3 +744,95 @@ async def test_routes_of_the_same_brokers_share_one_list_of_members(registry: Re
     one, two = await c.get("T1"), await c.get("T2")
     assert one is not None and two is not None
     assert one.members == ("c/a", "c/b") and one.members is two.members
+
+
+async def test_the_heal_window_stays_open_while_replays_go_on(registry: Registry, clock: Clock) -> None:
+    """#27: at the full RIP-29 shape the replays outlasted the 15 s window; after it, lookups
+    read routes Redis did not hold yet. Replays the change log shows keep the window open until
+    REPLAY_QUIET_S after the last, at most MAX_HEAL_WINDOWS windows in all."""
+    c = new_cache(registry, clock, max_entries=10, heal_s=15.0)
+    registry.routes["T"] = route("a", "b")
+    before = await c.get("T")
+    registry.routes.pop("T")  # after the loss: nothing replayed yet
+    await c.on_reset("Redis holds a new data set")
+    for _ in range(14):  # a replay every 4 s, up to 56 s after the loss
+        clock.now += 4.0
+        c.freshness.known_at = clock.now
+        await c.on_event("registerQueues", queues_written("U", "a", replay=True))
+        assert c.healing() and await c.get("T") is before
+    assert REPLAY_QUIET_S > 4.0
+    clock.now += 3.99  # 59.99 s after the loss
+    c.freshness.known_at = clock.now
+    assert c.healing() and await c.get("T") is before
+    clock.now += 0.02  # MAX_HEAL_WINDOWS (4) x 15 s: closed, whatever the replays
+    c.freshness.known_at = clock.now
+    assert not c.healing() and await c.get("T") is None
+
+
+async def test_a_replay_after_the_heal_window_does_not_open_it_again(
+    registry: Registry, clock: Clock
+) -> None:
+    c = new_cache(registry, clock, max_entries=10, heal_s=15.0)
+    await c.on_reset("Redis holds a new data set")
+    clock.now += 15.0
+    c.freshness.known_at = clock.now
+    await c.on_event("registerQueues", queues_written("T", "a", replay=True))
+    assert not c.healing() and await c.get("T") is None  # TOPIC_NOT_EXIST, as Redis says
+
+
+async def test_a_lookup_does_not_wait_twice_for_catch_ups_that_run_out_their_deadline(
+    registry: Registry, clock: Clock
+) -> None:
+    """The remoting fast path's shared round ran out its deadline, then each of its lookups took
+    the waiting path and waited out a deadline of its own (2 s per lookup during a full-size
+    heal). A catch-up that ran out the deadline a moment ago answers as the one it ended with."""
+    c = new_cache(registry, clock, max_entries=10)
+    registry.routes["T"] = route("a")
+    served = await c.get("T")
+    freshness = c.freshness
+    assert isinstance(freshness, ManualFreshness)
+
+    async def times_out() -> bool:
+        clock.now += TIMINGS["catch_up_s"]
+        return False
+
+    freshness.catch_up = times_out
+    clock.now += 0.2  # knowledge older than the bound
+    assert await c.catch_up() is False  # the shared round: its whole deadline
+    assert (freshness.waits, c.stats()["catch_ups_failed"]) == (1, 1)
+    assert await c.get("T") is served  # from memory at once, as after a wait of its own
+    assert (freshness.waits, c.stats()["outage"]) == (1, 1)
+    clock.now += TIMINGS["catch_up_s"]  # a deadline later it tries again
+    assert await c.get("T") is served
+    assert freshness.waits == 2
+
+
+async def test_without_the_cache_the_heal_window_follows_the_replays_too(
+    registry: Registry, clock: Clock
+) -> None:
+    uncached = UncachedRoutes(registry.fill, heal_s=15.0, clock=clock)
+    await uncached.on_reset("Redis holds a new data set")
+    clock.now += 14.0
+    await uncached.on_event("registerQueues", queues_written("U", "a", replay=True))
+    clock.now += REPLAY_QUIET_S - 0.01
+    with pytest.raises(NotReady):  # not replayed yet: "not ready", not TOPIC_NOT_EXIST
+        await uncached.get("T")
+    clock.now += 0.02
+    assert await uncached.get("T") is None
+
+
+async def test_during_a_heal_a_pre_loss_route_answers_without_a_catch_up(
+    registry: Registry, clock: Clock
+) -> None:
+    """The replays keep a busy worker's feed behind; a catch-up would run out its deadline and
+    end with the pre-loss route anyway (lookups p50 1.6 s at the full RIP-29 shape)."""
+    c = new_cache(registry, clock, max_entries=10, heal_s=15.0)
+    registry.routes["T"] = route("a", "b")
+    before = await c.get("T")
+    await c.on_reset("Redis holds a new data set")
+    clock.now += 1.0  # the feed is a second behind
+    assert c.peek("T") is before and await c.get("T") is before
+    assert c.peek("U") is STALE  # no pre-loss route: as the rule says
+    freshness = c.freshness
+    assert isinstance(freshness, ManualFreshness) and freshness.waits == 0
+    assert (c.stats()["heal_hits"], registry.reads) == (2, 1)

@@ -60,7 +60,6 @@ TICK_SLACK_S = 0.025
 PROBE_CHECK_TICKS = 100  # the worker's loop checks every ~1 s that its freshness probe runs
 STALL_RTTS = 4  # a poll outstanding for this many usual round trips is a stall
 RTT_WEIGHT = 0.2
-OUTAGE_CHECK_S = 0.01  # a caller waiting for a poll checks this often whether Redis stalls
 # Between failed polls. Short, because while Redis is out the worker serves what it cached, and
 # writes that reached Redis just before it stopped commit the moment it resumes: the next poll
 # must notice within about the staleness bound. A refused connection costs next to nothing.
@@ -181,6 +180,8 @@ class ChangeFeed:
         # were added: see wait_fresh.
         self._wanted: list[Waiter] = []
         self._polling: list[Waiter] = []  # the waiters the poll thread's read owes
+        # Callers waiting until an outage begins, told False by the loop's tick when it does
+        self._until_outage: set[asyncio.Future[bool]] = set()
         # Resolved when the poll in flight ends (True: it was applied): see wait_in_flight.
         self._in_flight: asyncio.Future[bool] | None = None
 
@@ -271,21 +272,31 @@ class ChangeFeed:
     async def _wait(self, waiter: asyncio.Future[bool], timeout: float, until_outage: bool) -> bool:
         """``waiter``'s result, or False once ``timeout`` passed or (``until_outage``) an outage
         began meanwhile: a caller that serves from memory in an outage must not wait out a stalled
-        poll's deadline first."""
+        poll's deadline first.
+
+        The outage is checked by the loop's tick for every such caller at once: each caller
+        checking for itself every 10 ms cost a worker a fifth of its loop during a full-size heal,
+        thousands of lookups waiting at once, and the feed fell further behind."""
         if not until_outage:
             done, _ = await asyncio.wait({waiter}, timeout=timeout)
             return bool(done) and waiter.result()
+        if self.outage(time.monotonic()):
+            return False
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            done, _ = await asyncio.wait({waiter}, timeout=min(remaining, OUTAGE_CHECK_S))
-            if done:
-                return waiter.result()
-            if self.outage(time.monotonic()):
-                return False
+        mine: asyncio.Future[bool] = loop.create_future()
+
+        def relay(ended: asyncio.Future[bool]) -> None:
+            if not mine.done():
+                mine.set_result(not ended.cancelled() and ended.result())
+
+        waiter.add_done_callback(relay)
+        timer = loop.call_later(timeout, _settle_one, mine, False)
+        self._until_outage.add(mine)
+        try:
+            return await mine
+        finally:
+            timer.cancel()
+            self._until_outage.discard(mine)
 
     # ---- life cycle ----
     def subscribe(self, listener: FeedListener) -> None:
@@ -324,6 +335,10 @@ class ChangeFeed:
         self._tick = now
         self._ticks += 1
         self._keep_polling()
+        if self._until_outage and self.outage(now):
+            waiting, self._until_outage = self._until_outage, set()
+            for waiter in waiting:
+                _settle_one(waiter, False)
         if self.probe is not None and self._ticks % PROBE_CHECK_TICKS == 0:
             self.probe.keep_running()
         if self._loop is not None:
@@ -602,6 +617,11 @@ def _settle(waiters: list[Waiter], applied: bool) -> None:
         if not waiter.done.done():
             waiter.done.set_result(applied)
     waiters.clear()
+
+
+def _settle_one(waiter: asyncio.Future[bool], applied: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(applied)
 
 
 def _settle_all(waiters: list[Waiter], ending: asyncio.Future[bool] | None, applied: bool) -> None:

@@ -21,6 +21,7 @@ from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect
 from namesrv.protocol.render import route_json, route_json_pieces
 from namesrv.registry.changefeed import LISTENER_ERROR
+from namesrv.store.changelog import EventKind
 
 NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is a new GC-tracked object each time
 
@@ -169,6 +170,49 @@ class Lookup:
 Fill = Callable[[str], Awaitable[Lookup]]
 
 
+# The heal window stays open while the fleet still replays: until this long after the last replay
+# the change log showed, and at most this many windows in all (brokers register on their own
+# within 30 s anyway).
+REPLAY_QUIET_S = 5.0
+MAX_HEAL_WINDOWS = 4
+
+
+class HealWindow:
+    """How long after Redis lost its data a lookup Redis cannot answer yet is "not ready"
+    rather than TOPIC_NOT_EXIST, and routes cached before the loss are served: ``seconds``
+    after the loss, longer while replays go on (they are marked in the change log, so every
+    worker sees every worker's). At the full RIP-29 shape the replays outlasted the 15 s
+    window, and lookups after it read routes Redis did not hold yet."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self.until = -math.inf
+        self._at_most = -math.inf
+
+    def open(self, now: float | None = None) -> bool:
+        return (self.clock() if now is None else now) < self.until
+
+    def start(self) -> bool:
+        """Redis lost its data: open the window; True when it was closed (a new heal, not a
+        second loss during one)."""
+        now = self.clock()
+        new = now >= self.until
+        self.until = now + self.seconds
+        self._at_most = now + MAX_HEAL_WINDOWS * self.seconds
+        return new
+
+    def replay_seen(self) -> None:
+        now = self.clock()
+        if now < self.until:
+            self.until = min(max(self.until, now + REPLAY_QUIET_S), self._at_most)
+
+
+def is_replay(kind: str, fields: Mapping[str, str]) -> bool:
+    """A heal's replay of a kept registration (its queue writes carry the mark)."""
+    return kind == EventKind.REGISTER_QUEUES and fields.get("replay") == "1"
+
+
 class Stale:
     """What :meth:`RouteCache.peek` answers when memory may not answer yet: catch up first."""
 
@@ -217,7 +261,7 @@ class UncachedRoutes:
         self._fresh = fresh
         self.heal_s = heal_s
         self.clock = clock
-        self._healing_until = -math.inf
+        self._heal = HealWindow(heal_s, clock)
         self.heal_refusals = 0
 
     def peek(self, topic: str, *, caught_up: bool = False) -> Peeked:
@@ -234,7 +278,7 @@ class UncachedRoutes:
         if lookup.route is None:
             if self._fresh is not None and self.heal_s > 0:
                 await self._fresh()
-            if self.clock() < self._healing_until:
+            if self._heal.open():
                 self.heal_refusals += 1
                 raise NotReady()
             return None
@@ -242,11 +286,12 @@ class UncachedRoutes:
 
     # ---- FeedListener ----
     async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:
-        pass
+        if is_replay(kind, fields):
+            self._heal.replay_seen()
 
     async def on_reset(self, reason: str) -> None:
         if reason != LISTENER_ERROR and self.heal_s > 0:
-            self._healing_until = self.clock() + self.heal_s
+            self._heal.start()
 
     def on_recovered(self, since: float) -> None:
         pass
