@@ -525,10 +525,10 @@ class ChangeFeed:
                 self._know(known)
             # Waiters on the poll in flight look at known_at themselves.
             self._settle_in_flight(True)
-            answered = [w for w in owed if known is not None and w.asked_at <= known]
-            _settle(answered, True)
+            reached = -math.inf if known is None else known
+            _settle([w for w in owed if w.asked_at <= reached], True)
             with self._lock:  # the others wait for the poll that reads past their time
-                self._wanted[:0] = [w for w in owed if known is None or w.asked_at > known]
+                self._wanted[:0] = [w for w in owed if w.asked_at > reached]
         return full
 
     @staticmethod

@@ -246,12 +246,7 @@ class RouteCache:
         deadline before the pre-loss route is served all the same: at the full RIP-29 shape,
         lookups p50 1.6 s. What it costs: a change other than a replay that names the topic ends
         its pre-loss route once the feed has read it, seconds later, not within the bound."""
-        if not self._before_loss or not self._heal.open():
-            return None
-        before = self._before_loss.get(topic)
-        if before is not None:
-            self.heal_hits += 1
-        return before
+        return self._before_the_loss(topic, self.clock())
 
     def _absent(self, topic: str, now: float, generation: int) -> CachedRoute | None:
         """Redis says ``topic`` has no route. During a heal that may only mean its broker is not

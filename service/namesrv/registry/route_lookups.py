@@ -27,42 +27,45 @@ NO_NAMES: frozenset[str] = frozenset()  # shared: an empty frozenset is a new GC
 
 H = TypeVar("H", bound=Hashable)
 T = TypeVar("T")
+V = TypeVar("V")
 
 
-class Interner(Generic[H]):
-    """One shared copy of each equal value, for values many cached routes hold alike; bounded:
-    past ``limit`` values it starts over (what routes hold stays theirs, only sharing restarts)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._kept: dict[H, H] = {}
-
-    def __call__(self, value: H) -> H:
-        kept = self._kept.get(value)
-        if kept is None:
-            if len(self._kept) >= self.limit:
-                self._kept.clear()
-            kept = self._kept[value] = value
-        return kept
-
-
-class SameObjects(Generic[T]):
-    """One shared tuple for each sequence of the very same objects, for values that are not
-    hashable (a BrokerData holds a dict). The key is the objects' ids: a kept tuple holds its
-    objects alive, so an id in a kept key cannot belong to another object meanwhile."""
+class _Sharing(Generic[V]):
+    """One shared copy of each value that many cached routes hold alike, found by ``_key``;
+    bounded: past ``limit`` values it starts over (what routes hold stays theirs, only sharing
+    restarts)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._kept: dict[tuple[int, ...], tuple[T, ...]] = {}
+        self._kept: dict[Hashable, V] = {}
 
-    def __call__(self, items: tuple[T, ...]) -> tuple[T, ...]:
-        key = tuple(map(id, items))
+    def _key(self, value: V) -> Hashable:
+        raise NotImplementedError
+
+    def __call__(self, value: V) -> V:
+        key = self._key(value)
         kept = self._kept.get(key)
         if kept is None:
             if len(self._kept) >= self.limit:
                 self._kept.clear()
-            kept = self._kept[key] = items
+            kept = self._kept[key] = value
         return kept
+
+
+class Interner(_Sharing[H]):
+    """Shares equal values."""
+
+    def _key(self, value: H) -> Hashable:
+        return value
+
+
+class SameObjects(_Sharing[tuple[T, ...]]):
+    """Shares tuples of the very same objects, for values that are not hashable (a BrokerData
+    holds a dict). The key is the objects' ids: a kept tuple holds its objects alive, so an id in
+    a kept key cannot belong to another object meanwhile."""
+
+    def _key(self, value: tuple[T, ...]) -> Hashable:
+        return tuple(map(id, value))
 
 
 shared_queue_datas: Interner[tuple[QueueData, ...]] = Interner(4096)
