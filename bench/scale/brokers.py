@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,12 +22,16 @@ REGISTER_TIMEOUT_S = 120.0
 REREGISTER_S = 30.0
 RETRIED = frozenset({1, 2})  # SYSTEM_ERROR ("Redis unavailable: ..."), SYSTEM_BUSY
 RETRIES = 5
+SPREAD_SEED = 27
 RETRY_WAIT_S = 0.5  # a peer without BROKER_HEARTBEAT: what a broker does
 
 
 @dataclass
 class Registered:
-    """Simulated brokers, each over its own connection, spread over ``addresses`` in turn."""
+    """Simulated brokers, each over its own connection to one of ``addresses``: as many on each,
+    shuffled (a Service in front of the fleet sends each connection to any worker; taken in
+    turn, every group's master, first slave and second slave each landed on one worker, so one
+    worker held every master)."""
 
     shape: Shape
     addresses: Sequence[str]
@@ -39,6 +44,7 @@ class Registered:
     retries: int = 0  # registrations sent again after SYSTEM_ERROR / SYSTEM_BUSY
     _bodies: dict[tuple[int, int], bytes] = field(default_factory=dict)
     _connected: set[int] = field(default_factory=set)
+    _homes: list[int] = field(default_factory=list)  # broker index -> index in ``addresses``
     _keepalive: asyncio.Task[None] | None = None
     _stamp: int = field(default_factory=lambda: int(time.time() * 1000))
 
@@ -60,6 +66,8 @@ class Registered:
             )
             self.brokers.append(broker)
             self.specs.append(spec)
+        self._homes = [i % len(self.addresses) for i in range(len(self.brokers))]
+        random.Random(SPREAD_SEED).shuffle(self._homes)
         self._keepalive = asyncio.create_task(self._keep_alive(), name="scale-keepalive")
 
     def _batches(self, spec: BrokerSpec) -> list[dict[str, object]]:
@@ -85,7 +93,7 @@ class Registered:
         sends them); returns the requests sent."""
         broker, spec = self.brokers[index], self.specs[index]
         if index not in self._connected:
-            broker.client = await RemotingClient.connect(self.addresses[index % len(self.addresses)])
+            broker.client = await RemotingClient.connect(self.addresses[self._homes[index]])
             self._connected.add(index)
         batches = self._batches(spec)
         for n, topics in enumerate(batches):

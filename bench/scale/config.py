@@ -13,6 +13,7 @@ from bench.config import config_dict
 from bench.peers import Peer, parse_peer
 
 SHAPES = ("rip29", "wide", "many")
+SKIPPABLE = ("memory", "admin", "lookups", "cycle", "heal")  # registration fills the fleet: never
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results" / "scale"
 
 
@@ -50,6 +51,7 @@ class ScaleConfig:
     # lookups/s to the cached workers during the heal: a fixed client load (a fraction of a peak
     # measured on a shared machine overloads it when other processes take the cores back)
     heal_rate: float = 2000.0
+    heal_uncached_rate: float = 100.0  # lookups/s to the worker without the route cache meanwhile
     slowlog_us: int = 1000  # commands at least this long are logged (the longest is reported)
     # the run
     namespace: str = "scale"
@@ -58,6 +60,7 @@ class ScaleConfig:
     keep_logs: bool = False
     label: str = ""
     smoke: bool = False
+    skip: tuple[str, ...] = ()  # phases left out (a heal measured without the rows before it)
 
     def sized(self) -> ScaleConfig:
         """The shapes after ``scale``: rip29 and many shrink groups and topics by sqrt(scale) each
@@ -99,6 +102,7 @@ SMOKE = ScaleConfig(
     cycle_seconds=1.0,
     heal_seconds=4.0,
     heal_rate=300.0,
+    heal_uncached_rate=50.0,
     smoke=True,
 )
 
@@ -127,6 +131,14 @@ def _shapes(text: str) -> tuple[str, ...]:
     return chosen
 
 
+def _skips(text: str) -> tuple[str, ...]:
+    chosen = tuple(s for s in text.replace(" ", "").split(",") if s)
+    unknown = [s for s in chosen if s not in SKIPPABLE]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"cannot skip {unknown}; choose from {', '.join(SKIPPABLE)}")
+    return chosen
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = ScaleConfig()
     p = argparse.ArgumentParser(
@@ -147,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cycle_seconds",
         "heal_seconds",
         "heal_rate",
+        "heal_uncached_rate",
     ):
         p.add_argument(f"--{name.replace('_', '-')}", type=float, help=f"(default {getattr(d, name)})")
     p.add_argument("--slowlog-us", type=int, help=f"SLOWLOG threshold in µs (default {d.slowlog_us})")
@@ -157,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=HOST:PORT[@PID]",
         help="another NameServer already running (e.g. Java): every shape it can run runs against "
         "it too, right after ours; @PID gives its RSS (repeatable)",
+    )
+    p.add_argument(
+        "--skip",
+        type=_skips,
+        help=f"phases to leave out, comma-separated ({', '.join(SKIPPABLE)}): e.g. to measure the heal alone",
     )
     p.add_argument("--out-dir", type=Path, help="where the JSON goes (default bench/results/scale)")
     p.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (printed path)")
@@ -186,6 +204,6 @@ def parse_config(argv: Sequence[str] | None = None) -> ScaleConfig:
         raise SystemExit("--many-groups must be a multiple of --many-spread")
     if not 0 < config.load_fraction <= 1:
         raise SystemExit("--load-fraction must be in (0, 1]")
-    if config.heal_rate <= 0 or config.heal_seconds <= 0:
-        raise SystemExit("--heal-rate and --heal-seconds must be positive")
+    if min(config.heal_rate, config.heal_seconds, config.heal_uncached_rate) <= 0:
+        raise SystemExit("--heal-rate, --heal-uncached-rate and --heal-seconds must be positive")
     return config.sized()

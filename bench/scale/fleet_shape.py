@@ -81,6 +81,8 @@ class ShapeRun:
         self.out: dict[str, Any] = {"facts": shape.facts()}
 
     async def phase(self, name: str, run: Callable[[], Awaitable[Any]]) -> Any:
+        if name in self.cfg.skip:
+            return None
         self.progress(f"{self.shape.name}: {name}")
         started = time.perf_counter()
         try:
@@ -125,7 +127,7 @@ class ShapeRun:
                 cfg, "heal", tuple(w.remoting for w in cached), list(self.shape.groups_of), cfg.heal_rate
             )
             job = replace(job, duration=cfg.heal_seconds)
-            await self.phase("heal", lambda: run_heal(b, self.shape, reg, job, slow))
+            await self.phase("heal", lambda: run_heal(b, self.shape, reg, job, slow, cfg.heal_uncached_rate))
             self.out["rss_mib_at_end"] = {
                 w.proc.name: rss_mib(w.proc.pid) for w in b.workers if w.proc.alive()
             }

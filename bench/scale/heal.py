@@ -21,6 +21,7 @@ import aiohttp
 from bench import procs
 from bench.fleet import Bench
 from bench.load_jobs import LoadJob
+from bench.redisstats import commandstats
 from bench.scale.brokers import Registered
 from bench.scale.probes import ROUTE_VERSION, lookup_window, wait_whole, whole_in_redis
 from bench.scale.shapes import Shape
@@ -79,20 +80,27 @@ async def heal_replays(urls: list[str]) -> dict[str, float]:
     return totals
 
 
-UNCACHED_PROBE_CONNS = 4  # sequential lookups in flight to the uncached worker during the heal
+UNCACHED_PROBE_CONNS = 4  # connections to the uncached worker during the heal, one lookup at a time each
 
 
-async def probe(address: str, topics: list[str], stop: asyncio.Event) -> dict[str, Any]:
-    """Lookups on a few connections, one at a time each, until ``stop``: answers by code and the
-    latency tail (what a client of a worker without the route cache sees during the heal)."""
+async def probe(address: str, topics: list[str], stop: asyncio.Event, rate: float) -> dict[str, Any]:
+    """Lookups at ``rate`` per second in all, on a few connections, one at a time each, until
+    ``stop``: answers by code and the latency tail (what a client of a worker without the route
+    cache sees during the heal). A fixed rate, as for the cached workers: as fast as they
+    answered, these lookups took a third of Redis' time (a 100-group route costs Redis about
+    1.2 ms) from the heal they measure."""
     codes: dict[str, int] = {}
     latencies: list[float] = []
+    every = UNCACHED_PROBE_CONNS / rate
 
     async def one_conn(offset: int) -> None:
         client = await RemotingClient.connect(address)
         try:
             i = offset
+            due = time.perf_counter() + every * offset / UNCACHED_PROBE_CONNS
             while not stop.is_set():
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                due = max(due + every, time.perf_counter())
                 started = time.perf_counter()
                 reply = await client.invoke(
                     RequestCode.GET_ROUTEINFO_BY_TOPIC,
@@ -121,17 +129,23 @@ async def run_heal(
     registered: Registered,
     job: LoadJob,
     slow: SlowCommands,
+    uncached_rate: float,
 ) -> dict[str, Any]:
-    """``job``: open-loop lookups to the cached workers; its window starts with the restart."""
+    """``job``: open-loop lookups to the cached workers; its window starts with the restart;
+    ``uncached_rate``: lookups per second to the worker without the route cache meanwhile."""
     urls = [w.url for w in b.workers]
     before = await heal_replays(urls)
     registered.paused = True
     timings: dict[str, Any] = {}
     watcher: list[asyncio.Task[tuple[float | None, dict[str, Any]]]] = []
+    meters: list[procs.CpuMeter] = []
 
     async def restart() -> None:
         timings["redis_away_s"] = round(await restart_empty(b), 3)
         await slow.start()  # a new server: the SLOWLOG settings again
+        meters.append(procs.CpuMeter(cpu_roles(b)))
+        meters[0].start()
+        timings["metered_from"] = time.perf_counter()
         watcher.append(
             asyncio.create_task(
                 wait_whole(lambda: whole_in_redis(b.redis, b.cfg.namespace, shape), limit=job.duration)
@@ -141,10 +155,14 @@ async def run_heal(
     roles = {"server": [w.proc.pid for w in b.workers], "load": b.load_pool().pids}
     stop = asyncio.Event()
     uncached = b.workers[-1]  # the fleet's last worker runs without the route cache
-    probing = asyncio.create_task(probe(f"127.0.0.1:{uncached.remoting_port}", list(shape.groups_of), stop))
+    probing = asyncio.create_task(
+        probe(f"127.0.0.1:{uncached.remoting_port}", list(shape.groups_of), stop, uncached_rate)
+    )
     try:
         window = await lookup_window(b.load_pool(), job, roles, None, on_start=restart)
         healed_s, last = await watcher[0] if watcher else (None, {"whole": False})
+        cores = meters[0].stop() if meters else {}
+        metered_s = time.perf_counter() - timings.pop("metered_from", time.perf_counter())
     finally:
         stop.set()
         uncached_seen = await probing
@@ -164,4 +182,16 @@ async def run_heal(
         "uncached_worker": uncached_seen,
         "replays": {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after},
         "longest_command": await slow.collect(),
+        # CPU seconds over the window from Redis answering again to its end (the heal and the
+        # lookups meanwhile), and what Redis spent them on: where a faster heal must come from
+        "cpu_seconds": {k: round(v * metered_s, 2) for k, v in cores.items() if k != "machine_idle"},
+        "redis_by_command": {
+            name: {"calls": int(stat["calls"]), "usec": int(stat["usec"])}
+            for name, stat in (await commandstats(b.redis)).items()
+        },
     }
+
+
+def cpu_roles(b: Bench) -> dict[str, list[int]]:
+    """Each worker on its own, and Redis."""
+    return {**{w.proc.name: [w.proc.pid] for w in b.workers}, "redis": [b.redis_proc.pid]}

@@ -82,6 +82,8 @@ HEAL_KEYS = {
     "uncached_worker",
     "replays",
     "longest_command",
+    "cpu_seconds",
+    "redis_by_command",
 }
 LONGEST_KEYS = {"ms", "command", "logged"}
 
@@ -142,6 +144,8 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
     assert set(heal["uncached_worker"]) == {"lookups", "codes", "p99_ms", "max_ms"}
     # the workers replayed what they kept (a replay Redis answers too late counts as failed)
     assert sum(heal["replays"].values()) >= 1
+    assert set(heal["cpu_seconds"]) == {"worker-0", "worker-uncached", "redis", "machine"}
+    assert heal["redis_by_command"]["evalsha"]["calls"] >= 1
     assert set(rows["rss_mib_at_end"]) == {"worker-0", "worker-uncached"}
 
 
@@ -192,3 +196,8 @@ def test_scale_flags_shrink_every_shape() -> None:
         parse_config(["--shape", "nope"])
     with pytest.raises(SystemExit):
         parse_config(["--many-groups", "10"])
+    assert parse_config(["--skip", "lookups,cycle"]).skip == ("lookups", "cycle")
+    with pytest.raises(SystemExit):
+        parse_config(["--skip", "registration"])  # it fills the fleet every later phase reads
+    with pytest.raises(SystemExit):
+        parse_config(["--heal-uncached-rate", "0"])

@@ -17,7 +17,9 @@ import pytest
 from redis.asyncio import Redis
 
 from namesrv.config import Settings
+from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest
 from namesrv.keys import REMOTING, SERVICE
+from namesrv.sim.bodies import register_body_json
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
 from namesrv.store.keyspace import Keyspace
@@ -336,3 +338,59 @@ async def test_without_the_route_cache_no_lookup_says_no_such_topic_during_the_h
         for c in (conn, lookups):
             await c.aclose()
         await close_client(app)
+
+
+async def test_a_slave_is_replayed_after_its_master_and_writes_and_decodes_nothing(
+    fleet: list[tuple[Any, str]], redis_process: RedisProcess, namespace: str
+) -> None:
+    """The slave registered first, so it is kept first; replayed first it would be the lowest
+    id of its broker name and write every topic (R9). Replayed after its master it writes no
+    topic, and with what its body amounted to kept, its body is not decoded again."""
+    (a, addr_a), _ = fleet
+    conn = await RemotingClient.connect(addr_a)
+    service = a.app[SERVICE]
+    try:
+        names = TOPICS["broker-a"]
+        slave = SimBroker(conn, "C", "broker-a", "127.0.0.1:10912", 1, topics=topic_configs(names))
+        await slave.register()
+        await broker(conn, "broker-a", 10911).register()
+        decoded_before = service.bodies_decoded
+
+        await redis_process.stop()
+        await redis_process.start()
+        raw = Redis.from_url(redis_process.url, decode_responses=True)
+        keys = Keyspace(namespace)
+        try:
+
+            async def both_back() -> bool:
+                return sorted(await raw.hkeys(keys.live)) == ["C/127.0.0.1:10911", "C/127.0.0.1:10912"]
+
+            await eventually(both_back, timeout=20, what="master and slave replayed")
+            await eventually(lambda: not service.keeper.healing, timeout=20, what="the heal done")
+            log = [fields for _, fields in await raw.xrange(keys.events)]
+            assert await raw.hlen(keys.topic(names[0])) == 1
+        finally:
+            await raw.aclose()
+        assert service.keeper.last_heal["replayed"] == 2.0
+        writers = {f["brokerAddr"] for f in log if f.get("kind") == "registerQueues"}
+        assert writers == {"127.0.0.1:10911"}  # only the master wrote queues
+        assert service.bodies_decoded - decoded_before == 1  # the master's body only
+    finally:
+        await conn.aclose()
+
+
+async def test_a_replayed_big_body_is_not_laid_out_for_a_delta(fleet: list[tuple[Any, str]]) -> None:
+    """A broker's own big body is laid out after its reply, so that its next body decodes as a
+    delta at once; a replay's is not (the broker's next body is 30 s off, and at the RIP-29
+    shape the decoder has forgotten it by then): laying each out was a quarter of a heal's CPU."""
+    (a, _), _ = fleet
+    service = a.app[SERVICE]
+    table = topic_configs([f"BIG-{i}" for i in range(2500)])  # a body decoded in a thread
+    body = RawBody(register_body_json(table, DataVersion(1, 0, 1_700_000_000_000)), 479, False)
+    own = RegisterBrokerRequest("C", "127.0.0.1:10941", "big-own", 0, "", None, body=body)
+    replayed = dataclasses.replace(own, brokerAddr="127.0.0.1:10951", brokerName="big-replayed", replay_of=1)
+    for request in (replayed, own):  # a layout of the replay would start first
+        result, registration = await service.register_broker(request)
+        assert result is not None and registration is not None
+    await eventually(lambda: not service.decoder.needs_layout("C/127.0.0.1:10941"), what="laid out")
+    assert service.decoder.needs_layout("C/127.0.0.1:10951")

@@ -4,6 +4,7 @@ DataVersion and replayed batch by batch, each later batch saying it continues th
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -15,6 +16,7 @@ from namesrv.registry.heal import RegistrationKeeper
 from namesrv.registry.registration import Registration
 from namesrv.sim.bodies import register_body_compressed, register_body_json
 from namesrv.sim.broker import topic_configs
+from namesrv.store.registration_args import BodyFacts
 
 ADDR = "10.0.0.1:10911"
 
@@ -32,12 +34,16 @@ class Recorder:
     def __init__(self, fail: frozenset[int] = frozenset()) -> None:
         self.fail = fail
         self.calls: list[tuple[bytes | None, bool]] = []  # (body, replay_continues)
+        self.facts: list[BodyFacts | None] = []
+        self.ids: list[int] = []  # brokerId of each call
 
     async def __call__(
-        self, request: RegisterBrokerRequest
+        self, request: RegisterBrokerRequest, facts: BodyFacts | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         assert request.body is not None
         self.calls.append((request.body.data, request.replay_continues))
+        self.facts.append(facts)
+        self.ids.append(request.brokerId)
         if len(self.calls) in self.fail:
             raise StoreUnavailable("Redis unavailable: Connection reset by peer")
         return RegisterBrokerResult(), Registration("C", ADDR, "b", 0, 100 + len(self.calls))
@@ -109,10 +115,10 @@ async def test_a_heal_that_makes_progress_is_not_given_up(monkeypatch: pytest.Mo
 
     class Slow(Recorder):
         async def __call__(
-            self, request: RegisterBrokerRequest
+            self, request: RegisterBrokerRequest, facts: BodyFacts | None = None
         ) -> tuple[RegisterBrokerResult | None, Registration | None]:
             await asyncio.sleep(0.3)
-            return await super().__call__(request)
+            return await super().__call__(request, facts)
 
     register = Slow(fail=frozenset({3}))  # the third batch fails once, 0.9 s after the start
     keeper = RegistrationKeeper(register, max_bytes=1 << 20)
@@ -121,3 +127,36 @@ async def test_a_heal_that_makes_progress_is_not_given_up(monkeypatch: pytest.Mo
     await _heal(keeper)
     assert len(register.calls) == 4
     assert keeper.last_heal["replayed"] == 1.0
+
+
+def _facts(count: int) -> BodyFacts:
+    return BodyFacts('{"counter":5}', 0, None, count, f"digest-{count}", True)
+
+
+async def test_masters_are_replayed_before_slaves_with_the_facts_of_each_batch() -> None:
+    """A slave replayed before its master would write every topic as the lowest id of its
+    broker name; and each batch carries what it amounted to, so a slave's replay decodes
+    nothing."""
+    register = Recorder()
+    keeper = RegistrationKeeper(register, max_bytes=1 << 20)
+    for n, broker_id in enumerate([2, 1, 0, 1, 0]):
+        base = _batch([f"T{n}"], 5)
+        request = replace(base, brokerAddr=f"10.0.0.{n}:10911", brokerId=broker_id)
+        # the first copy's registration decoded nothing (Redis reused its record): no facts
+        facts = None if n == 0 else _facts(n)
+        keeper.keep("w#1", request, 1_000, lambda reg: None, lambda: True, facts)
+    await _heal(keeper)
+    assert register.ids == [0, 0, 2, 1, 1]
+    assert register.facts == [_facts(2), _facts(4), None, _facts(1), _facts(3)]
+
+
+async def test_a_body_kept_again_takes_the_facts_of_its_latest_decode() -> None:
+    register = Recorder()
+    keeper = RegistrationKeeper(register, max_bytes=1 << 20)
+    request = _batch(["A"], 5)
+    keeper.keep("w#1", request, 1_000, lambda reg: None, lambda: True, None)
+    keeper.keep("w#1", request, 2_000, lambda reg: None, lambda: True, None)  # Redis reused it
+    await _heal(keeper)
+    keeper.keep("w#1", request, 3_000, lambda reg: None, lambda: True, _facts(1))
+    await _heal(keeper)
+    assert register.facts == [None, _facts(1)]

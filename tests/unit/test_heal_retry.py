@@ -10,6 +10,7 @@ from namesrv.domain.errors import StoreUnavailable
 from namesrv.domain.model import RawBody, RegisterBrokerRequest, RegisterBrokerResult
 from namesrv.registry.heal import RegistrationKeeper
 from namesrv.registry.registration import Registration
+from namesrv.store.registration_args import BodyFacts
 
 
 def _request(addr: str) -> RegisterBrokerRequest:
@@ -33,7 +34,7 @@ class FlakyRegister:
         self.replay_of: list[int | None] = []
 
     async def __call__(
-        self, request: RegisterBrokerRequest
+        self, request: RegisterBrokerRequest, facts: BodyFacts | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         n = self.calls.get(request.brokerAddr, 0) + 1
         self.calls[request.brokerAddr] = n

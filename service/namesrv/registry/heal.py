@@ -43,6 +43,7 @@ from namesrv.registry.changefeed import LISTENER_ERROR
 from namesrv.registry.registration import Registration
 from namesrv.store.changelog import EventKind
 from namesrv.store.keyspace import live_member
+from namesrv.store.registration_args import BodyFacts
 from namesrv.store.registry_store import redis_patience
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ FORGETTING = frozenset({EventKind.UNREGISTER, EventKind.CLOSE, EventKind.EXPIRE}
 
 Alive = Callable[[], bool]
 Register = Callable[
-    [RegisterBrokerRequest], Awaitable[tuple[RegisterBrokerResult | None, Registration | None]]
+    [RegisterBrokerRequest, BodyFacts | None],
+    Awaitable[tuple[RegisterBrokerResult | None, Registration | None]],
 ]
 Replayed = Callable[[Registration], None]
 
@@ -77,6 +79,9 @@ class _Batch:
     packed: bytes
     version: int  # the request's version and header flag: how the body is read
     compressed: bool
+    # what the body amounted to when it was registered (None: it was not decoded then): a
+    # replay that writes no topic (a slave's) then decodes nothing
+    facts: BodyFacts | None = None
 
     @property
     def size(self) -> int:
@@ -144,9 +149,11 @@ class RegistrationKeeper:
         registered_at: int,
         on_replayed: Replayed,
         alive: Alive,
+        facts: BodyFacts | None = None,
     ) -> None:
         """A registration over the connection ``holder`` was accepted: keep it for a replay. A big
-        body is compressed in a thread, after the caller's reply.
+        body is compressed in a thread, after the caller's reply. ``facts``: what the body
+        amounted to, if the registration decoded it.
 
         A body with the DataVersion of the bodies kept is another batch of the same version (or
         the same batch again); any other replaces them."""
@@ -160,6 +167,8 @@ class RegistrationKeeper:
         known = self._kept.get(key)
         if known is not None and body.hash in known.batches:
             known.renew(header, registered_at, on_replayed, alive, seq)
+            if facts is not None:
+                known.batches[body.hash].facts = facts
             self._kept.move_to_end(key)
             return
         data = body.data or b""
@@ -168,7 +177,7 @@ class RegistrationKeeper:
         def put(packed: bytes) -> None:
             if not alive():
                 return
-            batch = _Batch(packed, body.version, body.compressed)
+            batch = _Batch(packed, body.version, body.compressed, facts)
             current = self._kept.get(key)
             if current is not None and version is not None and current.data_version == version:
                 if len(current.batches) >= MAX_BATCHES and body.hash not in current.batches:
@@ -262,7 +271,16 @@ class RegistrationKeeper:
                     # copy must not come back at the next loss either
                     self._drop(key)
 
-            await asyncio.gather(*(one(key, kept) for key, kept in list(self._kept.items())))
+            # Masters first: a slave replayed before its master is the lowest id of its broker
+            # name, so it writes every topic (R9), and the master then compares every one (at
+            # the RIP-29 shape, a million more writes and reads); after its master, a slave's
+            # replay writes no topic and, with its body's facts kept, decodes nothing.
+            copies = list(self._kept.items())
+            for tier in (
+                [c for c in copies if c[1].request.brokerId == 0],
+                [c for c in copies if c[1].request.brokerId != 0],
+            ):
+                await asyncio.gather(*(one(key, kept) for key, kept in tier))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # Redis stayed away: the brokers' own registrations follow
@@ -300,7 +318,7 @@ class RegistrationKeeper:
                 replay_continues=progress.next_batch > 0,
             )
             try:
-                result, registration = await self._register(request)
+                result, registration = await self._register(request, batch.facts)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

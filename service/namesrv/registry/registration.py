@@ -68,6 +68,9 @@ class Registration:
     broker_id: int
     epoch: int
     registered_at: int = 0  # Redis time (ms): orders the copies workers keep (registry/heal.py)
+    # what the body amounted to, when this registration decoded it: a heal's replay of a
+    # slave then needs no decode at all (registry/heal.py)
+    facts: BodyFacts | None = None
 
 
 class BrokerRegistrar:
@@ -101,9 +104,13 @@ class BrokerRegistrar:
         self.most_writes_in_flight = 0
 
     async def register(
-        self, req: RegisterBrokerRequest
+        self, req: RegisterBrokerRequest, facts: BodyFacts | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         """Returns (None, None) when refused (R7: "register broker failed").
+
+        ``facts``: what ``req.body`` amounted to when it was decoded before (a heal's replay of
+        a registration this worker accepted): Redis is asked first, and the body is decoded
+        only if topics must be written.
 
         A request whose body is still raw (``req.body``) first asks Redis to reuse the last
         complete registration of that same body: the common periodic re-registration then costs
@@ -143,6 +150,9 @@ class BrokerRegistrar:
             return await self._register_decoded(req, args, decoded)
         assert req.body is not None, "a registration needs a wrapper or a body"
         member = live_member(req.clusterName, req.brokerAddr)
+        body = req.body
+        if facts is not None:
+            return await self._register_known(req, args, facts, lambda: self._decoded(body, member))
         # A body other than the last one this worker decoded for the broker is almost never
         # the last complete registration Redis could reuse: skip asking (if it was, the full
         # path below gives the same result after a delta decode).
@@ -154,10 +164,13 @@ class BrokerRegistrar:
                 if header.route_changed:
                     self.lookups.note_local_write()
                 return self._registered(req, header)
-        self.bodies_decoded += 1
         # the decoded topics live until the registration is answered: so does their reservation
         async with self._decoded(req.body, member) as decoded:
-            laid_out_by = member if _big(req.body) and not _inflates(req.body) else ""
+            # A replay's body is the broker's last, re-sent by the heal: the broker's own next one
+            # is 30 s away, by when a fleet of RIP-29 size has pushed it out of the decoder's
+            # memory; laying each one out was a quarter of a heal's worker CPU.
+            replayed = req.replay_of is not None
+            laid_out_by = member if _big(req.body) and not _inflates(req.body) and not replayed else ""
             return await self._register_decoded(req, args, decoded, laid_out_by)
 
     async def _register_decoded(
@@ -173,43 +186,63 @@ class BrokerRegistrar:
         wrapper, filters = decoded.wrapper, decoded.filters
         for server in filters or ():
             check_addr(server, "filterServerList entry")
-        prune = s.deleteTopicWithBrokerRegistration and not wrapper.topicQueueMappingInfoMap
-        args = replace(
-            args,
-            body=BodyFacts(
-                data_version_json=wrapper.dataVersion.to_json(),
-                state_version=wrapper.dataVersion.stateVersion,
-                filters_json=None if filters is None else dumps(list(filters)),
-                topic_count=len(wrapper.topicConfigTable),
-                digest=decoded.names_digest,
-                prune_leftovers=prune,
-            ),
+        facts = BodyFacts(
+            data_version_json=wrapper.dataVersion.to_json(),
+            state_version=wrapper.dataVersion.stateVersion,
+            filters_json=None if filters is None else dumps(list(filters)),
+            topic_count=len(wrapper.topicConfigTable),
+            digest=decoded.names_digest,
+            prune_leftovers=s.deleteTopicWithBrokerRegistration and not wrapper.topicQueueMappingInfoMap,
         )
+        return await self._register_known(
+            req, args, facts, lambda: contextlib.nullcontext(decoded), laid_out_by
+        )
+
+    async def _register_known(
+        self,
+        req: RegisterBrokerRequest,
+        args: RegisterBrokerArgs,
+        facts: BodyFacts,
+        content: Callable[[], contextlib.AbstractAsyncContextManager[DecodedBody]],
+        laid_out_by: str = "",
+    ) -> tuple[RegisterBrokerResult | None, Registration | None]:
+        """The registration once what its body amounts to is known; ``content`` gives the
+        decoded body, asked for only when Redis wants topics written; ``laid_out_by``: the
+        member whose body to lay out once this registration is answered."""
+        args = replace(args, body=facts)
         header = await self.store.register_header(args)
         if header.route_changed:
             self.lookups.note_local_write()
         if header.status is RegisterStatus.REGISTERED and header.mode is not WriteMode.NONE:
-            status = TopicsStatus.DELTA_REFUSED
-            delta = decoded.delta
-            async with self._writing:
-                if (
-                    header.mode is WriteMode.ALL
-                    and delta is not None
-                    and not (prune and delta.base_had_mappings)
-                ):
-                    status = await self._write_delta(args, wrapper, delta, prune)
-                if status is TopicsStatus.DELTA_REFUSED:
-                    status = await self._write_all(args, wrapper, prune)
-            self.lookups.note_local_write()
-            if status is TopicsStatus.FENCED:
-                log.info(
-                    "topic writes of %s/%s superseded by a newer registration or an unregister",
-                    req.clusterName,
-                    req.brokerAddr,
-                )
+            async with content() as decoded:
+                await self._write_topics(req, args, header.mode, decoded, facts.prune_leftovers)
         if laid_out_by:
             self._lay_out_after_reply(laid_out_by)
-        return self._registered(req, header)
+        return self._registered(req, header, facts)
+
+    async def _write_topics(
+        self,
+        req: RegisterBrokerRequest,
+        args: RegisterBrokerArgs,
+        mode: WriteMode,
+        decoded: DecodedBody,
+        prune: bool,
+    ) -> None:
+        wrapper = decoded.wrapper
+        status = TopicsStatus.DELTA_REFUSED
+        delta = decoded.delta
+        async with self._writing:
+            if mode is WriteMode.ALL and delta is not None and not (prune and delta.base_had_mappings):
+                status = await self._write_delta(args, wrapper, delta, prune)
+            if status is TopicsStatus.DELTA_REFUSED:
+                status = await self._write_all(args, wrapper, prune)
+        self.lookups.note_local_write()
+        if status is TopicsStatus.FENCED:
+            log.info(
+                "topic writes of %s/%s superseded by a newer registration or an unregister",
+                req.clusterName,
+                req.brokerAddr,
+            )
 
     @contextlib.asynccontextmanager
     async def _decoded(self, body: RawBody, member: str) -> AsyncIterator[DecodedBody]:
@@ -217,6 +250,7 @@ class BrokerRegistrar:
         budget until the block ends. A compressed or big body is decoded in a thread, so route
         lookups keep being answered meanwhile (a compressed one of any size: 64 KB can hold
         megabytes of topics)."""
+        self.bodies_decoded += 1
         now_ms = int(time.time() * 1000)
         if body.version < Version.V3_0_11:
             now_ms = await self.store.server_time_ms()  # the fresh DataVersion of an old body
@@ -345,7 +379,7 @@ class BrokerRegistrar:
         return min(statuses, key=lambda st: st.value)
 
     def _registered(
-        self, req: RegisterBrokerRequest, header: HeaderOutcome
+        self, req: RegisterBrokerRequest, header: HeaderOutcome, facts: BodyFacts | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         outcome = {
             RegisterStatus.REFUSED: "refused",
@@ -379,7 +413,13 @@ class BrokerRegistrar:
             order_topic_config=header.order_config,
         )
         return result, Registration(
-            req.clusterName, req.brokerAddr, req.brokerName, req.brokerId, header.epoch, header.registered_at
+            req.clusterName,
+            req.brokerAddr,
+            req.brokerName,
+            req.brokerId,
+            header.epoch,
+            header.registered_at,
+            facts,
         )
 
 

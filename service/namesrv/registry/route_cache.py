@@ -231,13 +231,31 @@ class RouteCache:
         return self._before_the_loss(topic, now)
 
     def _before_the_loss(self, topic: str, now: float) -> CachedRoute | None:
-        if self._before_loss:
-            if not self._heal.open(now):
-                self._before_loss = {}
-            elif (before := self._before_loss.get(topic)) is not None:
-                self.heal_hits += 1
-                return before
-        return None
+        """The route cached before the loss, while the heal runs; then, for as long again, while
+        it is read once more in the background (:meth:`_retiring`)."""
+        if not self._before_loss:
+            return None
+        retiring = self._retiring(now)
+        if not retiring and not self._heal.open(now):
+            self._before_loss = {}
+            return None
+        before = self._before_loss.get(topic)
+        if before is None:
+            return None
+        self.heal_hits += 1
+        if retiring:
+            self._to_refresh.setdefault(topic, (0, now))
+            self._wake_refresher()
+        return before
+
+    def _retiring(self, now: float) -> bool:
+        """The heal is over and the routes cached before the loss are being read again, each
+        one once a lookup asks for it, a few at a time (the re-reader), and served meanwhile:
+        dropped all at once, at the RIP-29 shape every lookup read its 100-group route from
+        Redis at the same moment, behind the replays' change-log entries (SYSTEM_ERROR for
+        3,533 of 38,000 lookups, p99 1.6 s). A route read from Redis after the heal replaces
+        its pre-loss one for good (:meth:`_store`)."""
+        return self._refresher is not None and self._heal.until <= now < self._heal.until + self.heal_s
 
     def _before_loss_at_once(self, topic: str) -> CachedRoute | None:
         """During a heal, the route cached before the loss when this worker's knowledge is not
@@ -421,6 +439,7 @@ class RouteCache:
                 return self._absent(topic, now, generation)
             if generation == self._generation:
                 self._missing[topic] = now + self.negative_s
+                self._before_loss.pop(topic, None)  # (the heal is over: Redis answers for it)
             return None
         max_age_at = now + MAX_AGE_S * random.uniform(0.5, 1.0)
         expires_at = min(lookup.valid_until, max_age_at)
@@ -447,6 +466,8 @@ class RouteCache:
 
     def _store(self, topic: str, entry: CachedRoute) -> None:
         self._forget(topic)
+        if self._before_loss and not self._heal.open():
+            self._before_loss.pop(topic, None)  # read since the heal: Redis is whole again
         self._routes[topic] = entry
         self._missing.pop(topic, None)
         for name in entry.broker_names():

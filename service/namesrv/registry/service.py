@@ -41,6 +41,7 @@ from namesrv.registry.kv_tables import KvTables
 from namesrv.registry.registration import BrokerRegistrar, Registration
 from namesrv.registry.route_lookups import CachedRoute, Peeked, Routes, UncachedRoutes
 from namesrv.registry.route_reader import RouteReader
+from namesrv.store.registration_args import BodyFacts
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.script_args import KeysStatus, KvPutStatus, UnregisterStatus
 
@@ -109,11 +110,11 @@ class RegistryService:
 
     # ---- 103 REGISTER_BROKER ----
     async def register_broker(
-        self, req: RegisterBrokerRequest
+        self, req: RegisterBrokerRequest, facts: BodyFacts | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         """Returns (None, None) when refused (R7: "register broker failed"); see
         :meth:`BrokerRegistrar.register`."""
-        return await self.registrar.register(req)
+        return await self.registrar.register(req, facts)
 
     @property
     def count_registration(self) -> Callable[[str], None]:

@@ -49,7 +49,9 @@ async def register_broker(
         return reply(ctx, cmd, ResponseCode.SYSTEM_ERROR, remark="register broker failed", ext={})
     if registration is not None:
         conn.registrations[(registration.cluster, registration.addr)] = registration
-        ctx.service.keeper.keep(conn.holder, request, registration.registered_at, conn.replayed, conn.is_open)
+        ctx.service.keeper.keep(
+            conn.holder, request, registration.registered_at, conn.replayed, conn.is_open, registration.facts
+        )
     header: dict[str, str] = {}
     if result.haServerAddr:
         header["haServerAddr"] = result.haServerAddr
