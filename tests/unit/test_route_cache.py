@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -14,7 +15,9 @@ from namesrv.domain.errors import Busy, NotReady, StoreUnavailable
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect
 from namesrv.registry.route_cache import MAX_AGE_S, MAX_BYPASSES_IN_FLIGHT, UNAVAILABLE_REMARK, RouteCache
+from namesrv.registry.route_impact import route_impact
 from namesrv.registry.route_lookups import REPLAY_QUIET_S, STALE, Lookup, UncachedRoutes
+from namesrv.store.changelog import EventKind
 from tests.builders import ManualFreshness
 
 TIMINGS = {"staleness_s": 0.1, "outage_s": 30.0, "catch_up_s": 1.0, "negative_s": 1.0}
@@ -870,3 +873,16 @@ async def test_after_the_heal_each_pre_loss_route_is_served_until_it_is_read_aga
         assert c.stats()["heal_hits"] == 1 and registry.reads == 5
     finally:
         await c.close()
+
+
+def test_the_feeds_read_only_entry_is_decoded_once_for_every_listener() -> None:
+    """#27: a heal's entries name 10,000 topics each; the route cache and the watch hub both ask
+    what one entry changed. The feed's read-only mapping is decoded once; a dict, which could
+    change between two calls, every time."""
+    fields = queues_written("T", "a", replay=True)
+    proxy = MappingProxyType(fields)
+    first = route_impact(EventKind.REGISTER_QUEUES, proxy)
+    assert first.topics == ("T",) and route_impact(EventKind.REGISTER_QUEUES, proxy) is first
+    assert route_impact(EventKind.REGISTER_QUEUES, fields) is not first
+    fields["upserted"] = "[]"
+    assert route_impact(EventKind.REGISTER_QUEUES, fields).topics == ()

@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import NamedTuple, Protocol
 
 from redis.asyncio import Redis
@@ -580,7 +581,8 @@ class ChangeFeed:
             # Marked applied before the listeners run: if one fails, everything starts over and the
             # feed goes on after this entry instead of failing on it forever.
             self.last_id = str(entry_id)
-            fields = {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+            # read-only: every listener gets the same mapping (route_impact decodes it once)
+            fields = MappingProxyType({str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat) - 1, 2)})
             kind = fields.get("kind", "")
             for listener in self.listeners:
                 await listener.on_event(kind, fields)
