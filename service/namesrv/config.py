@@ -309,7 +309,8 @@ class Settings:
         "missed writes), the fleet replays what its workers saw; for this long (longer while "
         "replays go on: until 5 s after the last, at most 4x this), routes cached before the loss "
         "are served, and a lookup Redis cannot answer yet gets 'name server not ready' (clients "
-        "retry) instead of TOPIC_NOT_EXIST. 0 turns it off.",
+        "retry) instead of TOPIC_NOT_EXIST; then, for as long again, each is served once more while "
+        "it is read again (when routeCacheRefreshSeconds is not 0). 0 turns it off.",
         lo=0,
         hi=600,
     )
