@@ -19,6 +19,7 @@ from namesrv.store.redis_client import close_client as close_redis
 from namesrv.store.redis_client import follow_sentinel_master, is_cluster, make_client
 from tests.conftest import close_client, start_client
 from tests.failover_writes import fail_over
+from tests.polling import eventually
 from tests.redis_topologies import cluster_setup, sentinel_setup, topology_settings
 
 
@@ -54,7 +55,7 @@ async def exercise(settings: Settings) -> None:
             "DefaultCluster",
             "broker-s",
             "127.0.0.1:20911",
-            timeout_ms=1000,
+            timeout_ms=3000,  # long enough for the reads below on a busy machine
             topics=topic_configs(["Short1", "Short2"]),
         )
         await short.register()
@@ -69,8 +70,8 @@ async def exercise(settings: Settings) -> None:
                     break
                 await asyncio.sleep(0.05)
             assert (await conn.invoke(311)).remark == "disable"
-            await asyncio.sleep(1.5)  # broker-s misses its 1 s deadline; a sweep removes it
-            assert (await reader.invoke(105, {"topic": "Short1"})).code == 17
+            # broker-s misses its 3 s deadline: no read serves it after that
+            await eventually(lambda: _code_of(reader, "Short1", 17), timeout=10, what="broker-s expired")
             await broker.unregister()
             for _ in range(40):  # worker B serves its cached route until its feed reads the change
                 if (await reader.invoke(105, {"topic": "T000"})).code == 17:
@@ -194,3 +195,7 @@ def test_bad_topology_urls_are_clear() -> None:
         make_client("redis+sentinel://127.0.0.1:26379")
     with pytest.raises(ValueError, match="is not host:port"):
         make_client("redis+cluster://127.0.0.1")
+
+
+async def _code_of(client: RemotingClient, topic: str, code: int) -> bool:
+    return (await client.invoke(105, {"topic": topic})).code == code

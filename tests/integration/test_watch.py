@@ -233,14 +233,14 @@ async def test_console_shows_version_write_perm_queue_counts_and_cache_ratio(set
     try:
         topics = topic_configs(["OrderEvents", "PaymentEvents"], queues=4)
         topics["AuditLog"] = TopicConfig("AuditLog", 2, 1, 6)
-        await SimBroker(conn, "C1", "broker-a", "127.0.0.7:10911", topics=topics, timeout_ms=1000).register()
+        # (the default broker timeout: with 1 s, a busy machine expired both before the lookups)
+        await SimBroker(conn, "C1", "broker-a", "127.0.0.7:10911", topics=topics).register()
         await SimBroker(
             conn,
             "C1",
             "broker-b",
             "127.0.0.8:10911",
             topics=topic_configs(["OrderEvents", "Other"]),
-            timeout_ms=1000,
         ).register()
         wiped = await worker.post("/v1/brokers/broker-a/wipe-write-perm")
         assert await wiped.json() == {"code": 0, "wipeTopicCount": 3}
