@@ -330,6 +330,6 @@ emit(K.events, maxLen, 'register', now, {'result', 'ok', 'cluster', cluster,
   'deadline', deadline, 'timeoutMillis', timeout, 'dataVersion', dataVersion,
   'newSession', newSession and '1' or '0', 'mode', mode, 'brokerData', encodeBroker(bd),
   'routeChanged', routeChanged and '1' or '0',
-  'haServerAddr', haAddr, 'via', via})
+  'haServerAddr', haAddr, 'via', via, 'replay', replayOf ~= nil and '1' or '0'})
 local hasOrder, order = orderConfig()
 return {1, epoch, mode, masterAddr, masterHa, hasOrder, order, routeChanged and 1 or 0, now}

@@ -374,6 +374,9 @@ async def test_a_slave_is_replayed_after_its_master_and_writes_and_decodes_nothi
         assert service.keeper.last_heal["replayed"] == 2.0
         writers = {f["brokerAddr"] for f in log if f.get("kind") == "registerQueues"}
         assert writers == {"127.0.0.1:10911"}  # only the master wrote queues
+        # both registrations carry the replay mark (it keeps the heal window open)
+        marks = [(f["brokerAddr"], f["replay"]) for f in log if f.get("kind") == "register"]
+        assert marks == [("127.0.0.1:10911", "1"), ("127.0.0.1:10912", "1")]
         assert service.bodies_decoded - decoded_before == 1  # the master's body only
     finally:
         await conn.aclose()

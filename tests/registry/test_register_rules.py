@@ -581,6 +581,7 @@ async def test_register_change_log_entry(service: RegistryService, redis: Redis,
         "routeChanged": "1",
         "haServerAddr": "127.0.0.1:10912",
         "via": "test",
+        "replay": "0",
     }
     queues = await events(redis, namespace, "registerQueues")
     assert [(q["final"], q["removed"]) for q in queues] == [("1", "[]")]

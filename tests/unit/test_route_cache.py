@@ -886,3 +886,24 @@ def test_the_feeds_read_only_entry_is_decoded_once_for_every_listener() -> None:
     assert route_impact(EventKind.REGISTER_QUEUES, fields) is not first
     fields["upserted"] = "[]"
     assert route_impact(EventKind.REGISTER_QUEUES, fields).topics == ()
+
+
+async def test_replayed_registrations_keep_the_heal_window_open(registry: Registry, clock: Clock) -> None:
+    """Slaves are replayed after the masters and write no queue: their registrations carry the
+    replay mark, so the window stays open while they land (closed under them, routes re-read
+    then were dropped by each slave's registration)."""
+    c = new_cache(registry, clock, max_entries=10, heal_s=15.0)
+    registry.routes["T"] = route("a")
+    before = await c.get("T")
+    await c.on_reset("Redis holds a new data set")
+    replayed = {"result": "ok", "cluster": "C", "brokerName": "a", "brokerAddr": "10.0.0.9:10911"}
+    for _ in range(5):  # a slave's replayed registration every 4 s, up to 20 s after the loss
+        clock.now += 4.0
+        c.freshness.known_at = clock.now
+        await c.on_event("register", {**replayed, "routeChanged": "1", "replay": "1"})
+        assert c.healing() and await c.get("T") is before
+    clock.now += REPLAY_QUIET_S + 0.01
+    c.freshness.known_at = clock.now
+    assert not c.healing()
+    await c.on_event("register", {**replayed, "routeChanged": "1", "replay": "0"})
+    assert not c.healing()

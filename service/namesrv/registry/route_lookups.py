@@ -212,8 +212,10 @@ class HealWindow:
 
 
 def is_replay(kind: str, fields: Mapping[str, str]) -> bool:
-    """A heal's replay of a kept registration (its queue writes carry the mark)."""
-    return kind == EventKind.REGISTER_QUEUES and fields.get("replay") == "1"
+    """A heal's replay of a kept registration: its queue writes and the registration itself
+    carry the mark (a slave's replay writes no queue: the window must stay open through the
+    slaves too, replayed after the masters)."""
+    return kind in (EventKind.REGISTER_QUEUES, EventKind.REGISTER) and fields.get("replay") == "1"
 
 
 class Stale:
