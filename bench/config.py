@@ -119,12 +119,20 @@ def _env_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _phases(text: str) -> tuple[str, ...]:
+def comma_choices(
+    text: str, allowed: Sequence[str], refusal: str, *, at_least_one: bool = False
+) -> tuple[str, ...]:
+    """A comma-separated flag whose every item is one of ``allowed`` (argparse's ``type``);
+    ``refusal`` starts the error that lists the others."""
     chosen = tuple(p for p in text.replace(" ", "").split(",") if p)
-    unknown = [p for p in chosen if p not in PHASES]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown phase(s) {unknown}; choose from {', '.join(PHASES)}")
+    unknown = [p for p in chosen if p not in allowed]
+    if unknown or (at_least_one and not chosen):
+        raise argparse.ArgumentTypeError(f"{refusal} {unknown}; choose from {', '.join(allowed)}")
     return chosen
+
+
+def _phases(text: str) -> tuple[str, ...]:
+    return comma_choices(text, PHASES, "unknown phase(s)")
 
 
 def build_parser() -> argparse.ArgumentParser:

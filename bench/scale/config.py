@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.config import config_dict
+from bench.config import comma_choices, config_dict
 from bench.peers import Peer, parse_peer
 
 SHAPES = ("rip29", "wide", "many")
@@ -124,19 +124,11 @@ POSITIVE_INTS = (
 
 
 def _shapes(text: str) -> tuple[str, ...]:
-    chosen = tuple(s for s in text.replace(" ", "").split(",") if s)
-    unknown = [s for s in chosen if s not in SHAPES]
-    if not chosen or unknown:
-        raise argparse.ArgumentTypeError(f"unknown shape(s) {unknown}; choose from {', '.join(SHAPES)}")
-    return chosen
+    return comma_choices(text, SHAPES, "unknown shape(s)", at_least_one=True)
 
 
 def _skips(text: str) -> tuple[str, ...]:
-    chosen = tuple(s for s in text.replace(" ", "").split(",") if s)
-    unknown = [s for s in chosen if s not in SKIPPABLE]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"cannot skip {unknown}; choose from {', '.join(SKIPPABLE)}")
-    return chosen
+    return comma_choices(text, SKIPPABLE, "cannot skip")
 
 
 def build_parser() -> argparse.ArgumentParser:
