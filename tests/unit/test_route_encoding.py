@@ -7,8 +7,14 @@ import pytest
 from msgspec.structs import replace
 
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
-from namesrv.protocol.fastjson import Dialect
-from namesrv.protocol.render import route_json
+from namesrv.protocol.fastjson import Dialect, dumps
+from namesrv.protocol.render import (
+    broker_data_obj,
+    broker_data_text,
+    queue_data_obj,
+    queue_data_text,
+    route_json,
+)
 from namesrv.registry.route_lookups import SPLIT_FROM_BYTES, CachedRoute, shared_route
 from tests.unit.test_fastjson import MAPPING_INFO, ROUTE
 
@@ -87,3 +93,20 @@ def test_routes_of_the_same_queues_and_brokers_share_their_tuples() -> None:
     third = shared_route(copies)
     assert third.queueDatas is one.queueDatas and third.brokerDatas is not one.brokerDatas
     assert third == one and third.brokerDatas == one.brokerDatas
+
+
+def test_a_memoized_broker_text_is_that_brokers_own() -> None:
+    """Rendered BrokerData texts are kept by object identity: objects made and dropped one after
+    another reuse ids, and each must still get its own text."""
+    for g in range(3000):
+        broker = BrokerData("DefaultCluster", f"broker-{g}", {0: f"10.1.{g % 250}.{g // 250}:10911"})
+        text = broker_data_text(broker, Dialect.STANDARD)
+        assert text == dumps(broker_data_obj(broker), Dialect.STANDARD)
+        del broker
+
+
+def test_queue_texts_are_rendered_by_value() -> None:
+    for perm in (2, 4, 6):
+        queue = QueueData("broker-a", perm, 8, 0, 8)
+        assert queue_data_text(queue, Dialect.DEFAULT) == dumps(queue_data_obj(queue), Dialect.DEFAULT)
+        assert f'"perm":{perm},' in queue_data_text(QueueData("broker-a", perm, 8, 0, 8), Dialect.DEFAULT)

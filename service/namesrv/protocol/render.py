@@ -9,6 +9,7 @@ DEFAULT dialect writes their keys bare, and ``None`` for the nulls fastjson leav
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from msgspec.structs import replace
@@ -98,11 +99,37 @@ def route_json_pieces(route: TopicRouteData, dialect: Dialect) -> tuple[str, lis
     q = bare.index(QUEUES_AT, b) + len(QUEUES_AT)
     return (
         bare[:b],
-        [dumps(broker_data_obj(x), dialect) for x in route.brokerDatas],
+        [broker_data_text(x, dialect) for x in route.brokerDatas],
         bare[b:q],
-        [dumps(queue_data_obj(x), dialect) for x in route.queueDatas],
+        [queue_data_text(x, dialect) for x in route.queueDatas],
         bare[q:],
     )
+
+
+# Routes read from Redis share their parsed QueueData and BrokerData objects
+# (namesrv.domain.routes.parse_queue_data), and a worker without the route cache renders the same
+# 100 of them for every lookup at the RIP-29 shape: rendering them was most of its CPU per lookup.
+@lru_cache(maxsize=16384)
+def queue_data_text(queue: QueueData, dialect: Dialect) -> str:
+    return dumps(queue_data_obj(queue), dialect)
+
+
+_BROKER_TEXTS_MAX = 8192
+# (id, dialect) -> (the BrokerData, its text): a BrokerData holds a dict, so it is not hashable;
+# keeping the object keeps its id from naming another meanwhile.
+_broker_texts: dict[tuple[int, Dialect], tuple[BrokerData, str]] = {}
+
+
+def broker_data_text(broker: BrokerData, dialect: Dialect) -> str:
+    key = (id(broker), dialect)
+    kept = _broker_texts.get(key)
+    if kept is not None and kept[0] is broker:
+        return kept[1]
+    text = dumps(broker_data_obj(broker), dialect)
+    if len(_broker_texts) >= _BROKER_TEXTS_MAX:
+        _broker_texts.clear()
+    _broker_texts[key] = (broker, text)
+    return text
 
 
 def cluster_info_obj(info: ClusterInfo) -> dict[str, Any]:
