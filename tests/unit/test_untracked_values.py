@@ -62,3 +62,15 @@ def test_a_decoded_register_body_keeps_its_topic_configs_untracked() -> None:
     table = decoded.wrapper.topicConfigTable
     assert len(table) == 50
     assert not any(gc.is_tracked(tc) for tc in table.values())
+
+
+def test_the_rendered_texts_kept_for_uncached_reads_leave_nothing_for_a_full_collection() -> None:
+    from namesrv.protocol import render
+    from tests.unit.test_route_encoding import BIG
+
+    for dialect in Dialect:
+        CachedRoute(BIG, expires_at=1e18).encoded(dialect)
+    gc.collect()
+    kept = [*render._queue_texts.items(), *render._broker_texts.items()]
+    assert len(kept) >= 400  # BIG's 100 queues and 100 brokers, in both dialects
+    assert [x for x in kept if gc.is_tracked(x[0]) or gc.is_tracked(x[1])] == []

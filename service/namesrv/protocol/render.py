@@ -9,7 +9,6 @@ DEFAULT dialect writes their keys bare, and ``None`` for the nulls fastjson leav
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from msgspec.structs import replace
@@ -109,24 +108,33 @@ def route_json_pieces(route: TopicRouteData, dialect: Dialect) -> tuple[str, lis
 # Routes read from Redis share their parsed QueueData and BrokerData objects
 # (namesrv.domain.routes.parse_queue_data), and a worker without the route cache renders the same
 # 100 of them for every lookup at the RIP-29 shape: rendering them was most of its CPU per lookup.
-@lru_cache(maxsize=16384)
-def queue_data_text(queue: QueueData, dialect: Dialect) -> str:
-    return dumps(queue_data_obj(queue), dialect)
-
-
-_BROKER_TEXTS_MAX = 8192
+# Keys hold no object the cyclic GC tracks (the dialect as a bool), so the kept texts add nothing
+# to a full collection.
+_TEXTS_MAX = 8192
+_queue_texts: dict[tuple[QueueData, bool], str] = {}
 # (id, dialect) -> (the BrokerData, its text): a BrokerData holds a dict, so it is not hashable;
 # keeping the object keeps its id from naming another meanwhile.
-_broker_texts: dict[tuple[int, Dialect], tuple[BrokerData, str]] = {}
+_broker_texts: dict[tuple[int, bool], tuple[BrokerData, str]] = {}
+
+
+def queue_data_text(queue: QueueData, dialect: Dialect) -> str:
+    key = (queue, dialect is Dialect.STANDARD)
+    text = _queue_texts.get(key)
+    if text is None:
+        text = dumps(queue_data_obj(queue), dialect)
+        if len(_queue_texts) >= _TEXTS_MAX:
+            _queue_texts.clear()
+        _queue_texts[key] = text
+    return text
 
 
 def broker_data_text(broker: BrokerData, dialect: Dialect) -> str:
-    key = (id(broker), dialect)
+    key = (id(broker), dialect is Dialect.STANDARD)
     kept = _broker_texts.get(key)
     if kept is not None and kept[0] is broker:
         return kept[1]
     text = dumps(broker_data_obj(broker), dialect)
-    if len(_broker_texts) >= _BROKER_TEXTS_MAX:
+    if len(_broker_texts) >= _TEXTS_MAX:
         _broker_texts.clear()
     _broker_texts[key] = (broker, text)
     return text
