@@ -166,7 +166,7 @@ class Settings:
         hi=100000,
     )
     registerWriteConcurrency: int = _opt(
-        2,
+        4,
         "Registrations per worker writing their topics to Redis at once (new or changed brokers, "
         "heal replays); the others wait their turn in the worker, so mass (re-)registration "
         "never queues more than a few topic chunks per worker in Redis, and change-log polls and "
