@@ -22,7 +22,14 @@ from bench.redisstats import commandstats, memory, reset_stats
 from bench.scale.brokers import Registered
 from bench.scale.config import ScaleConfig
 from bench.scale.heal import run_heal
-from bench.scale.probes import ROUTE_VERSION, admin_calls, lookup_window, wait_whole, whole_in_redis
+from bench.scale.probes import (
+    ROUTE_VERSION,
+    admin_calls,
+    inside_workers,
+    lookup_window,
+    wait_whole,
+    whole_in_redis,
+)
 from bench.scale.shapes import Shape
 from bench.scale.slow import SlowCommands
 from namesrv.domain.codes import RequestCode
@@ -199,8 +206,9 @@ class ShapeRun:
             await warm([f"{h}:{p}" for h, p in targets], topics)
             roles = {"server": [w.proc.pid for w in workers], "redis": [b.redis_proc.pid], "load": pool.pids}
             await procs.settle(roles["server"])
+            urls = [w.url for w in workers]
             peak = await lookup_window(
-                pool, lookup_job(cfg, f"{kind}/peak", targets, topics, 0.0), roles, b.redis
+                pool, lookup_job(cfg, f"{kind}/peak", targets, topics, 0.0), roles, b.redis, worker_urls=urls
             )
             rate = peak["rps"] * cfg.load_fraction
             row = await lookup_window(
@@ -208,6 +216,7 @@ class ShapeRun:
                 lookup_job(cfg, f"{kind}/{cfg.load_fraction:.0%}", targets, topics, rate),
                 roles,
                 b.redis,
+                worker_urls=urls,
             )
             row["peak_rps"] = peak["rps"]
             row["peak_server_us_per_lookup"] = peak["server_us_per_lookup"]
@@ -223,7 +232,7 @@ class ShapeRun:
                 out["cached_fixed"] = fixed
             self.progress(
                 f"  {kind}: peak {peak['rps']:,.0f}/s; at {rate:,.0f}/s p50 {row['p50_ms']:.2f} ms "
-                f"p99 {row['p99_ms']:.2f} ms, errors {row['errors']}"
+                f"p99 {row['p99_ms']:.2f} ms, errors {row['errors']}; {inside_workers(row)}"
             )
         out["longest_command"] = await slow.collect()
         return out

@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 
+from bench.fleet import worker_counters
 from bench.load_jobs import LoadJob
 from bench.loadgen import LoadPool
 from bench.procs import CpuMeter, with_other
@@ -142,22 +143,30 @@ async def lookup_window(
     roles: dict[str, list[int]],
     redis: Redis | None,
     on_start: Hook | None = None,
+    worker_urls: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """One load job; over its window the cores of each role and, with ``redis``, what Redis did
-    per lookup (its commandstats reset at the window's start)."""
+    """One load job; over its window the cores of each role, with ``redis`` what Redis did per
+    lookup (its commandstats reset at the window's start), and with ``worker_urls`` what those
+    workers counted meanwhile (route cache outcomes, catch-ups, requests and loop ticks over
+    5 ms by their own clocks: a tail made inside the workers, or by a stale cache, shows there)."""
     meter = CpuMeter(roles)
     cores: dict[str, float] = {}
     stats: dict[str, dict[str, float]] = {}
+    counted: list[dict[str, float]] = []
 
     async def start() -> None:
         if redis is not None:
             await reset_stats(redis)
+        if worker_urls:
+            counted.append(await worker_counters(list(worker_urls)))
         meter.start()
         if on_start is not None:
             await on_start()
 
     async def end() -> None:
         cores.update(meter.stop())
+        if worker_urls:
+            counted.append(await worker_counters(list(worker_urls)))
         if redis is not None:
             with contextlib.suppress(Exception):  # a restarted Redis: no stats for this window
                 stats.update(await commandstats(redis))
@@ -187,4 +196,23 @@ async def lookup_window(
     if stats:
         row["redis_us_per_lookup"] = sum(v["usec"] for v in stats.values()) / done
         row["redis_calls_per_lookup"] = sum(v["calls"] for v in stats.values()) / done
+    if len(counted) == 2:
+        before, after = counted
+        row["workers_counted"] = {k: after[k] - before.get(k, 0.0) for k in sorted(after)}
     return row
+
+
+def inside_workers(row: dict[str, Any]) -> str:
+    """What the workers counted over a lookup window, in a few words: requests and event-loop
+    ticks over 5 ms by their own clocks, GC pauses over 5 ms, and catch-up reads (a cached worker
+    that thought itself stale)."""
+    seen = row.get("workers_counted") or {}
+    if not seen.get("requests"):
+        return "workers counted nothing"
+    slow, ticks, gc = (seen.get(f"{k}.slow", 0) for k in ("requests", "loop", "gc"))
+    read, in_flight = seen.get("catch_up.read", 0), seen.get("catch_up.in_flight", 0)
+    return (
+        f"inside the workers >5 ms: {slow:,.0f} of {seen['requests']:,.0f} requests, "
+        f"{ticks:,.0f} loop ticks, {gc:,.0f} GC pauses; "
+        f"catch-ups read {read:,.0f}, in flight {in_flight:,.0f}"
+    )

@@ -67,6 +67,7 @@ LOOKUP_KEYS = {
     "peak_server_us_per_lookup",
     "peak_redis_us_per_lookup",
     "workers",
+    "workers_counted",
 }
 ADMIN_KEYS = {"outcome", "code", "body_bytes", "over_frame_limit", "ms"}
 HEAL_KEYS = {
@@ -117,6 +118,7 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
         "peak_server_us_per_lookup",
         "peak_redis_us_per_lookup",
         "workers",
+        "workers_counted",
     }
     assert (fixed["mode"], fixed["target_rate"]) == ("open", 300.0)
     for kind in ("cached", "uncached"):
@@ -124,6 +126,10 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
         assert set(row) == LOOKUP_KEYS
         # errors (a worker shedding load) depend on the machine: not asserted
         assert (row["mode"], row["workers"]) == ("open", 1)
+        # the workers' own counters over the window: every lookup answered was counted there
+        counted = row["workers_counted"]
+        assert {"requests", "requests.slow", "loop", "loop.slow", "gc.slow"} <= set(counted)
+        assert counted["requests"] >= row["completed"] * 0.9
     cycle = rows["cycle"]
     assert set(cycle) == {
         "seconds",
