@@ -208,7 +208,7 @@ class ShapeRun:
             await procs.settle(roles["server"])
             urls = [w.url for w in workers]
             peak = await lookup_window(
-                pool, lookup_job(cfg, f"{kind}/peak", targets, topics, 0.0), roles, b.redis, worker_urls=urls
+                pool, lookup_job(cfg, f"{kind}/peak", targets, topics, 0.0), roles, b.redis
             )
             rate = peak["rps"] * cfg.load_fraction
             row = await lookup_window(
