@@ -40,9 +40,11 @@
            '{}'): searching each QueueData for it was a fifth of a new broker's Lua time
   ARGV[13] '1' when no upsert's topic name needs escaping in JSON (the usual case), else '0'
   ARGV[14] '' or the change log's `upserted` JSON for the case that every upsert is written as
-           sent (no write-bit wipe): '[["<topic>",<QueueData JSON>],...]' in upsert order. A new
-           broker's chunks are that case; building the same text from 5 pieces per topic was a
-           third of their Lua time
+           sent (no write-bit wipe): '[["<topic>",<i>],...]' in upsert order, i the 0-based index
+           of the topic's QueueData in ARGV[15]. A new broker's chunks are that case; building
+           the same text from pieces per topic was a third of their Lua time
+  ARGV[15] with ARGV[14]: the change log's `queueDatas` JSON, '[<QueueData JSON>,...]', each
+           distinct QueueData of the upserts once ('' with an empty ARGV[14])
   then U QueueData JSON, one per upsert key (canonical, in the workers' fixed field order): one
            argument per topic, since packing the arguments of 10,000 topics is a large share of
            a registration's cost in the worker
@@ -50,7 +52,9 @@
   then M pairs: topic, TopicQueueMappingInfo JSON (stored under its "bname")
 
   Change log: one registerQueues entry when a queue or a mapping changed, or on the final chunk;
-  `mapped` lists the topics whose static-topic mapping changed (routes carry the mapping).
+  `upserted` pairs each queue written with the index of its QueueData in `queueDatas` (a broker's
+  topics mostly share one QueueData: a fifth of the log's bytes); `mapped` lists the topics whose
+  static-topic mapping changed (routes carry the mapping).
 
   Returns: {status, upserted, removed}
     status 1 applied; -1 fenced (no pending registration with this token: nothing written);
@@ -62,7 +66,7 @@
 local K = {pending = KEYS[1], topics = KEYS[2], topicflags = KEYS[3], btopics = KEYS[4],
   dataversions = KEYS[5], bdigest = KEYS[6], routever = KEYS[7], events = KEYS[8], live = KEYS[9],
   bsync = KEYS[10]}
-local FIXED, FIXED_ARGS = 10, 14
+local FIXED, FIXED_ARGS = 10, 15
 local member, brokerName, token = ARGV[1], ARGV[2], ARGV[3]
 local final = ARGV[4] == '1'
 local nUp, nRm, nMap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -85,11 +89,14 @@ else
   rcall('HDEL', K.bsync, brokerName)
 end
 local now = nowMs()
--- The change log's `upserted` JSON: the worker's text when every upsert is written as sent (a
--- queue written with its write bit wiped differs from it); else, or when one is left alone, as
--- pieces joined once: a string per topic would cost Lua an allocation and a hash each.
+-- The change log's `upserted` and `queueDatas` JSON: the worker's texts when every upsert is
+-- written as sent (a queue written with its write bit wiped differs from them); else, or when
+-- one is left alone, as pieces joined once: a string per topic would cost Lua an allocation and
+-- a hash each.
 local prebuilt = (not pending.wipe) and ARGV[14] or ''
+local prebuiltQds = ARGV[15]
 local upserted, nUpserted, fresh, unwritten = {'['}, 0, {}, {}
+local qds, qdIndex = {}, {}
 -- The topics' current flags, read once per chunk: the flags hash holds only non-zero flags,
 -- and is usually empty.
 local flags = {}
@@ -100,11 +107,17 @@ if nUp > 0 and rcall('HLEN', K.topicflags) > 0 then
   for i = 1, nUp do flags[names[i]] = current[i] end
 end
 local function addUpserted(topic, qd)
+  local i = qdIndex[qd]
+  if not i then
+    qds[#qds + 1] = qd
+    i = #qds - 1
+    qdIndex[qd] = i
+  end
   local n = #upserted
   upserted[n + 1] = nUpserted == 0 and '[' or ',['
   upserted[n + 2] = plainNames and ('"' .. topic .. '"') or jsonString(topic)
   upserted[n + 3] = ','
-  upserted[n + 4] = qd
+  upserted[n + 4] = i
   upserted[n + 5] = ']'
 end
 -- A broker name that held no topic when registerBroker ran (a new broker) has no queue to
@@ -199,7 +212,9 @@ if nUpserted > 0 or #removed > 0 or final then
   local cluster = string.match(member, '^(.*)/[^/]*$')
   emit(K.events, maxLen, 'registerQueues', now, {'cluster', cluster, 'brokerName', brokerName,
     'brokerAddr', string.sub(member, #cluster + 2), 'epoch', pending.epoch,
-    'upserted', prebuilt ~= '' and prebuilt or (table.concat(upserted) .. ']'), 'removed', jsonList(removed),
+    'upserted', prebuilt ~= '' and prebuilt or (table.concat(upserted) .. ']'),
+    'queueDatas', prebuilt ~= '' and prebuiltQds or ('[' .. table.concat(qds, ',') .. ']'),
+    'removed', jsonList(removed),
     'final', final and '1' or '0', 'chunk', chunk, 'dataVersion', pending.dataVersion,
     'mapped', jsonList(mapped), 'replay', pending.replay and '1' or '0'})
 end

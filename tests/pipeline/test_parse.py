@@ -152,6 +152,41 @@ def test_every_bad_line_is_rejected_with_a_reason(spark: SparkSession) -> None:
     assert rejects.filter(F.col("source_file") != "mem.jsonl").count() == 0
 
 
+def test_queue_data_by_index_reads_as_written_out(spark: SparkSession) -> None:
+    """registerQueues names each upsert's QueueData by its index in ``queueDatas``; older entries
+    (and the other kinds) write it out. Both read the same; an index that names none is
+    rejected."""
+    qd8 = '{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}'
+    qd4 = '{"brokerName":"broker-a","perm":4,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}'
+    base = {
+        "kind": "registerQueues",
+        "cluster": "c1",
+        "brokerName": "broker-a",
+        "brokerAddr": A,
+        "removed": "[]",
+    }
+
+    def queues(i: int, **fields: str) -> str:
+        return entry(f"{T0 + i * SEC}-0", **(base | {"ts": str(T0 + i * SEC)} | fields))
+
+    lines = [
+        queues(0, upserted=f'[["A",{qd8}],["B",{qd4}],["C",{qd8}]]'),
+        queues(1, upserted='[["A",0],["B",1],["C",0]]', queueDatas=f"[{qd8},{qd4}]"),
+        queues(2, upserted='[["A",0],["B",2]]', queueDatas=f"[{qd8},{qd4}]"),
+        queues(3, upserted='[["A",0]]'),
+    ]
+    events, rejects = parse_lines(spark, lines)
+    written = [
+        [(q["topic"], q["perm"], q["read_queue_nums"]) for q in r["queue_upserts"]]
+        for r in events.orderBy("id").collect()
+    ]
+    assert written == [[("A", 6, 8), ("B", 4, 4), ("C", 6, 8)]] * 2
+    assert sorted((r["id"], r["reason"], r["detail"]) for r in rejects.collect()) == [
+        (f"{T0 + 2 * SEC}-0", "bad_json", "upserted"),
+        (f"{T0 + 3 * SEC}-0", "bad_json", "upserted"),
+    ]
+
+
 def test_out_of_order_tolerance_is_configurable(spark: SparkSession) -> None:
     line = entry(f"{T0}-0", **heartbeat_fields(T0 - 5 * SEC))
     assert parse_lines(spark, [line], max_skew_ms=10_000)[1].count() == 0

@@ -24,6 +24,7 @@ from namesrv.domain.routes import filter_by_zone
 from namesrv.protocol.fastjson import Dialect, dumps
 from namesrv.protocol.render import cluster_info_obj, route_json
 from namesrv.registry.service import RegistryService
+from namesrv.store.changelog import upserts
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.scripts import ScriptRegistry
@@ -290,7 +291,7 @@ async def test_golden_change_log_replays_the_route(
     queue: dict[str, Any] | None = None
     for _, e in await redis.xrange(Keyspace(namespace).events):
         if e["kind"] in ("registerQueues", "cleanQueues", "wipePerm", "addPerm", "topicRegister"):
-            for topic, qd in orjson.loads(e["upserted"]):
+            for topic, qd in upserts(e):
                 if topic == "TopicTest":
                     queue = qd
         if e["kind"] in ("registerQueues", "cleanQueues") and "TopicTest" in orjson.loads(e["removed"]):

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from namesrv.config import Settings
 from namesrv.pipeline.registry_model import QD, Registry
 from namesrv.registry.service import RegistryService
+from namesrv.store.changelog import upserts
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.scripts import ScriptRegistry
@@ -30,7 +31,7 @@ CLUSTER = "C"
 MEMBERS = [("127.0.0.1:10911", "b1", 0), ("127.0.0.1:10921", "b1", 1), ("127.0.0.1:10931", "b2", 0)]
 TOPICS = ["T1", "T2", "T3", "T4", "T5"]
 SHAPES: list[QD] = [(6, 8, 8, 0), (6, 4, 4, 0)]  # perm, read, write, topicSysFlag
-IGNORED = {"ts", "deadline", "via"}
+IGNORED = {"ts", "deadline", "via", "queueDatas"}  # queueDatas: compared through `upserted`
 JSON_FIELDS = {"brokerData", "dataVersion"}
 UNORDERED = {"upserted", "removed", "brokerNames"}  # JSON lists whose order the writer picks (a flag too)
 
@@ -72,6 +73,8 @@ def _normal(fields: dict[str, str], keys: set[str]) -> dict[str, Any]:
         value = fields.get(key)
         if value is not None and key in JSON_FIELDS and value:
             out[key] = orjson.loads(value)
+        elif value is not None and key == "upserted":
+            out[key] = sorted(orjson.dumps(list(pair)).decode() for pair in upserts(fields))
         elif value is not None and key in UNORDERED and value.startswith("["):
             out[key] = sorted(orjson.dumps(item).decode() for item in orjson.loads(value))
         else:

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest, TopicConfig
 from namesrv.registry.service import RegistryService
 from namesrv.sim.bodies import register_body_json
+from namesrv.store.changelog import upserts
 from tests.registry.conftest import MakeService
 from tests.registry.helpers import events, perms_of, route
 
@@ -38,7 +39,7 @@ def request(table: dict[str, TopicConfig], counter: int) -> RegisterBrokerReques
 
 async def queue_events(redis: Redis, namespace: str) -> list[tuple[list[str], list[str]]]:
     return [
-        ([t for t, _ in orjson.loads(e["upserted"])], orjson.loads(e["removed"]))
+        ([t for t, _ in upserts(e)], orjson.loads(e["removed"]))
         for e in await events(redis, namespace, "registerQueues")
     ]
 

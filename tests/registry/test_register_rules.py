@@ -19,6 +19,7 @@ from namesrv.domain.model import (
     TopicConfigWrapper,
 )
 from namesrv.registry.service import RegistryService
+from namesrv.store.changelog import upserts
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.registration_args import RegisterTopicsArgs, TopicsStatus, TopicWrite
 from tests.builders import register
@@ -585,7 +586,7 @@ async def test_register_change_log_entry(service: RegistryService, redis: Redis,
     }
     queues = await events(redis, namespace, "registerQueues")
     assert [(q["final"], q["removed"]) for q in queues] == [("1", "[]")]
-    assert sorted(orjson.loads(queues[0]["upserted"])) == [
+    assert sorted(map(list, upserts(queues[0]))) == [
         ["TBW102", qd("broker-a")],
         ["TopicTest", qd("broker-a")],
     ]
@@ -627,7 +628,7 @@ async def test_r10_new_broker_name_joins_existing_topics_in_chunks(
     # two chunks of topics, then the commit: a final call of its own, with no topic
     assert [e["final"] for e in queues] == ["0", "0", "1"]
     assert orjson.loads(queues[-1]["upserted"]) == []
-    upserted = [t for e in queues for t, _ in orjson.loads(e["upserted"])]
+    upserted = [t for e in queues for t, _ in upserts(e)]
     assert sorted(upserted) == sorted(joined)
     # the same registration again, as a new session of the name: nothing new to write
     await service.register_broker(register(CLUSTER, "broker-a", MASTER, topics=joined, counter=2))
@@ -644,7 +645,7 @@ async def test_r10_chunks_log_names_that_need_escaping_and_carry_flags(
     topics = {"plain": (8, 8, 6, 0), "a/b": (8, 8, 6, 1), 'q"uote': (8, 8, 6, 0), "日本": (8, 8, 6, 3)}
     await service.register_broker(register(topics=topics))
     queues = await events(redis, namespace, "registerQueues")
-    assert sorted(t for e in queues for t, _ in orjson.loads(e["upserted"])) == sorted(topics)
+    assert sorted(t for e in queues for t, _ in upserts(e)) == sorted(topics)
     assert await service.unit_topics("unit") == ["a/b", "日本"]
     assert await service.unit_topics("unitSub") == ["日本"]
 
@@ -669,7 +670,7 @@ async def test_r10_change_log_lists_each_queue_as_written(
     async def logged(name: str) -> list[list[Any]]:
         queues = await events(redis, namespace, "registerQueues")
         # chunks reach Redis in any order, the final one last
-        return [pair for e in queues if e["brokerName"] == name for pair in orjson.loads(e["upserted"])]
+        return [list(pair) for e in queues if e["brokerName"] == name for pair in upserts(e)]
 
     await service.register_broker(register(CLUSTER, "broker-b", B, topics=TOPICS_25))
     assert sorted(await logged("broker-b")) == [[t, qd("broker-b")] for t in TOPICS_25]

@@ -81,7 +81,8 @@ def test_register_topics_args_match_the_header() -> None:
     assert documented == list(range(1, len(documented) + 1))
     assert argv[len(documented) :] == ["{}", "R", "M", "{}"]
     assert argv[11:13] == ["{}", "1"]  # no topic flags, plain names
-    assert argv[13] == '[["T",{}]]'  # the change log's upserted text, for when all are written
+    # the change log's upserted and queueDatas texts, for when all are written
+    assert argv[13:15] == ['[["T",0]]', "[{}]"]
     assert keys[len(fixed)][argv[10] :] == "T"  # the topic is its key after the prefix
     assert argv[4:7] == [1, 1, 1]  # U, R, M
     for status in TopicsStatus:
@@ -92,6 +93,15 @@ def test_register_topics_sends_no_upserted_text_for_names_that_need_escaping() -
     # the script builds that text itself then, with cjson's escaping
     writes = [TopicWrite("a/b", "{}"), TopicWrite("T", "{}")]
     argv = RegisterTopicsArgs("c", "a:1", "b", "tok", True, 0, writes).argv(CTX)
-    assert argv[12:14] == ["0", ""]
+    assert argv[12:15] == ["0", "", ""]
     empty = RegisterTopicsArgs("c", "a:1", "b", "tok", True, 0, [])
-    assert empty.argv(CTX)[12:14] == ["1", ""]
+    assert empty.argv(CTX)[12:15] == ["1", "", ""]
+
+
+def test_register_topics_lists_each_distinct_queue_data_once() -> None:
+    qd8 = '{"brokerName":"b","perm":6,"readQueueNums":8}'
+    qd16 = '{"brokerName":"b","perm":6,"readQueueNums":16}'
+    writes = [TopicWrite("T1", qd8), TopicWrite("T2", qd16), TopicWrite("T3", qd8)]
+    argv = RegisterTopicsArgs("c", "a:1", "b", "tok", True, 0, writes).argv(CTX)
+    assert argv[13] == '[["T1",0],["T2",1],["T3",0]]'
+    assert argv[14] == f"[{qd8},{qd16}]"

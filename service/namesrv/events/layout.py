@@ -44,6 +44,7 @@ EVENT_FIELDS: tuple[str, ...] = (
     "haServerAddr",
     "via",
     "upserted",
+    "queueDatas",
     "removed",
     "final",
     "chunk",

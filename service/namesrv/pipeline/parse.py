@@ -74,15 +74,20 @@ def _first_failure(checks: Sequence[tuple[Column, str, Column]]) -> Column:
 
 
 def _parsed_upserts() -> Column:
-    """upserted → array<struct<topic, qd, n>> (null when the JSON does not parse)."""
+    """upserted → array<struct<topic, qd, n>> (null when the JSON does not parse). A pair's
+    second element is its QueueData, or (registerQueues) the index of it in ``queueDatas``: an
+    index that names none leaves ``qd`` null, which ``bad_json`` reports."""
     arr = F.from_json(_f("upserted"), S.UPSERTED_JSON)
+    shared = F.from_json(_f("queueDatas"), S.QUEUE_DATAS_JSON)
+
+    def queue_data(e: Column) -> Column:
+        second = F.get(e, 1)
+        index = F.when(second.rlike("^[0-9]{1,9}$"), second.cast("int"))
+        return F.from_json(F.when(index.isNull(), second).otherwise(F.get(shared, index)), S.QUEUE_DATA_JSON)
+
     return F.transform(
         arr,
-        lambda e: F.struct(
-            F.get(e, 0).alias("topic"),
-            F.from_json(F.get(e, 1), S.QUEUE_DATA_JSON).alias("qd"),
-            F.size(e).alias("n"),
-        ),
+        lambda e: F.struct(F.get(e, 0).alias("topic"), queue_data(e).alias("qd"), F.size(e).alias("n")),
     )
 
 

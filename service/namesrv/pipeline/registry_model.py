@@ -170,12 +170,14 @@ class Registry:
             items = [(t, q) for t, q in items if name not in self.queues.get(t, {})]
         chunks = [items[i : i + self.chunk] for i in range(0, len(items), self.chunk)] or [[]]
         for n, part in enumerate(chunks):
-            upserted = []
+            upserted: list[str] = []
+            shared: dict[str, int] = {}  # QueueData JSON -> its index in queueDatas
             for topic, q in part:
                 if wipe:
                     q = (q[0] & ~PERM_WRITE, q[1], q[2], q[3])
                 if self._set_queue(topic, name, q):
-                    upserted.append(f"[{orjson.dumps(topic).decode()},{qd_json(name, q)}]")
+                    index = shared.setdefault(qd_json(name, q), len(shared))
+                    upserted.append(f"[{orjson.dumps(topic).decode()},{index}]")
             final = n == len(chunks) - 1
             if final:
                 self.digests[name] = frozenset(topics)
@@ -189,6 +191,7 @@ class Registry:
                         "brokerAddr": addr,
                         "epoch": str(self.epoch),
                         "upserted": "[" + ",".join(upserted) + "]",
+                        "queueDatas": "[" + ",".join(shared) + "]",
                         "removed": "[]",
                         "final": "1" if final else "0",
                         "chunk": str(n),

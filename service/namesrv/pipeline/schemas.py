@@ -77,7 +77,8 @@ QUEUE_DATA_JSON = _s(
     ("topicSysFlag", INT),
     ("writeQueueNums", INT),
 )
-UPSERTED_JSON = ArrayType(ArrayType(STR))  # [[topic, QueueData JSON], ...]
+UPSERTED_JSON = ArrayType(ArrayType(STR))  # [[topic, QueueData JSON or its index in queueDatas], ...]
+QUEUE_DATAS_JSON = ArrayType(STR)  # [QueueData JSON, ...]
 NAMES_JSON = ArrayType(STR)  # ["topic", ...] or ["brokerName", ...]
 
 # The export's gap records (``<out>/_export/gaps.jsonl``)

@@ -8,7 +8,11 @@ reads the scripts and checks that they append exactly these kinds. Fields per ki
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
+
+import orjson
 
 
 class EventKind(StrEnum):
@@ -32,3 +36,12 @@ class EventKind(StrEnum):
 
 # unregisterBroker appends its `reason` argument as the kind: these are the reasons it accepts.
 REMOVAL_REASONS = (EventKind.UNREGISTER, EventKind.CLOSE)
+
+
+def upserts(fields: Mapping[str, str]) -> list[tuple[str, Any]]:
+    """(topic, QueueData) of each queue an entry upserted, the QueueData decoded. A pair in
+    ``upserted`` names its QueueData, or (``registerQueues``) the index of it in ``queueDatas``:
+    a broker's topics mostly share one, written once per entry."""
+    pairs = orjson.loads(fields.get("upserted") or "[]")
+    shared = orjson.loads(fields["queueDatas"]) if fields.get("queueDatas") else []
+    return [(topic, shared[qd] if type(qd) is int else qd) for topic, qd in pairs]

@@ -251,7 +251,7 @@ class RegisterTopicsArgs:
             len(ctx.keyspace.topic("")),  # an upsert's topic is its key after this prefix
             orjson.dumps({w.topic: w.sys_flag for w in self.writes if w.sys_flag}).decode(),
             flag(plain),
-            self._upserted_json() if plain and self.writes else "",
+            *(self._upserted_json() if plain and self.writes else ("", "")),
         ]
         args += [w.queue_data_json for w in self.writes]
         args += self.removals
@@ -263,7 +263,13 @@ class RegisterTopicsArgs:
         status, upserted, removed = reply_of(self, reply)
         return TopicsOutcome(TopicsStatus(int(status)), int(upserted), int(removed))
 
-    def _upserted_json(self) -> str:
-        """The change log's ``upserted`` text for when the script writes every upsert as sent
-        (its names need no escaping): one f-string per topic here instead of five Lua pieces."""
-        return "[" + ",".join([f'["{w.topic}",{w.queue_data_json}]' for w in self.writes]) + "]"
+    def _upserted_json(self) -> tuple[str, str]:
+        """The change log's ``upserted`` and ``queueDatas`` texts for when the script writes every
+        upsert as sent (its names need no escaping): one f-string per topic here instead of Lua
+        pieces, and each distinct QueueData once."""
+        index: dict[str, int] = {}
+        pairs = []
+        for w in self.writes:
+            i = index.setdefault(w.queue_data_json, len(index))
+            pairs.append(f'["{w.topic}",{i}]')
+        return "[" + ",".join(pairs) + "]", "[" + ",".join(index) + "]"
