@@ -1,0 +1,3 @@
+package javax.money;
+/** Compile-time stand-in for JavaMoney; not shipped. */
+public interface CurrencyUnit { String getCurrencyCode(); }
