@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -11,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 from pyspark.testing import assertDataFrameEqual
 
-from namesrv.pipeline import dedup, parse
+from namesrv.pipeline import dedup, io, parse
 from namesrv.pipeline import schemas as S
 from tests.pipeline.helpers import QUEUE, T0, new_log, parse_lines
 from tests.pipeline.helpers import S as SEC
@@ -185,6 +186,36 @@ def test_queue_data_by_index_reads_as_written_out(spark: SparkSession) -> None:
         (f"{T0 + 2 * SEC}-0", "bad_json", "upserted"),
         (f"{T0 + 3 * SEC}-0", "bad_json", "upserted"),
     ]
+
+
+def test_a_parquet_export_written_before_queue_datas_still_reads(spark: SparkSession, tmp_path: Path) -> None:
+    """Files of an earlier export have no ``queueDatas`` column: read with today's schema it is
+    null, and the QueueData written in place parses as before."""
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    before = [f for f in S.EVENT_FIELDS if f != "queueDatas"]
+    qd = '{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}'
+    fields = {f: None for f in before} | {
+        "kind": "registerQueues",
+        "ts": str(T0),
+        "cluster": "c1",
+        "brokerName": "broker-a",
+        "brokerAddr": A,
+        "upserted": f'[["A",{qd}]]',
+        "removed": "[]",
+    }
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("fields", pa.struct([(f, pa.string()) for f in before])),
+            ("other_fields", pa.map_(pa.string(), pa.string())),
+        ]
+    )
+    rows = [{"id": f"{T0}-0", "fields": fields, "other_fields": None}]
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp_path / "old.parquet")
+    checked = io.read_parquet_lines(spark, [str(tmp_path)]).transform(parse.parquet_records())
+    checked = checked.transform(parse.check_records())
+    events = dedup.valid_lines(checked).collect()
+    assert [[(q["topic"], q["read_queue_nums"]) for q in r["queue_upserts"]] for r in events] == [[("A", 8)]]
 
 
 def test_out_of_order_tolerance_is_configurable(spark: SparkSession) -> None:
