@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -27,6 +28,9 @@ from tests.redis_topologies import sentinel_setup, topology_settings
 NAMESPACE = "FAILOVER"
 
 
+ACKED_AFTER_PATIENCE_S = 60.0
+
+
 @dataclass
 class FailoverWrites:
     acked: int = 0
@@ -34,6 +38,7 @@ class FailoverWrites:
     lost: list[str] = field(default_factory=list)
     error_window_s: float = 0.0  # first to last refused write
     switch_s: float = 0.0  # SENTINEL FAILOVER until Sentinel names the new master
+    acked_after_switch: int = 0  # writes acknowledged once Sentinel named the new master
 
 
 def replicated_settings(url: str, replicas: int = 1, timeout_ms: int = 300) -> Settings:
@@ -108,16 +113,21 @@ async def write_through_failover(
     after_s: float = 2.0,
     kill: bool = False,
     replicas: int = 1,
+    acked_after: int = 0,
 ) -> FailoverWrites:
     """Once the set's ``replicas`` all follow the master, ``writers`` connections put distinct KV
     entries without pause; 0.5 s in, a failover starts
     (SENTINEL FAILOVER, or with ``kill`` a kill -9 of the master, which Sentinel notices after its
-    down-after time), and writing goes on ``after_s`` past Sentinel's switch."""
+    down-after time), and writing goes on ``after_s`` past Sentinel's switch, and until
+    ``acked_after`` writes were acknowledged since the switch (a count, not a time: a busy machine
+    writes fewer per second; at most ``ACKED_AFTER_PATIENCE_S`` more)."""
     app = await start_client(settings)
     addr = f"127.0.0.1:{app.app[REMOTING].port}"
     acked: list[str] = []
     refused_at: list[float] = []
     stop = asyncio.Event()
+    enough = asyncio.Event()  # ``acked_after`` writes acknowledged since the switch
+    at_switch = [-1]  # writes acknowledged when Sentinel named the new master (-1: not yet)
     loop = asyncio.get_running_loop()
 
     async def writer(n: int) -> None:
@@ -129,6 +139,8 @@ async def write_through_failover(
                 reply = await conn.invoke(100, {"namespace": NAMESPACE, "key": key, "value": key}, timeout=5)
                 if reply.code == 0:
                     acked.append(key)
+                    if at_switch[0] >= 0 and len(acked) - at_switch[0] >= acked_after:
+                        enough.set()
                 else:
                     refused_at.append(loop.time())
 
@@ -150,7 +162,10 @@ async def write_through_failover(
             await asyncio.sleep(0.02)
         result.switch_s = loop.time() - started
         new = _master(sentinel)
+        at_switch[0] = len(acked)
         await asyncio.sleep(after_s)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(enough.wait(), ACKED_AFTER_PATIENCE_S)
         stop.set()
         await asyncio.gather(*tasks)
         # What the new master holds is the outcome: the old one, demoted, resyncs from it.
@@ -158,6 +173,7 @@ async def write_through_failover(
         table = stored.hgetall(app.app[STORE].k.kv(NAMESPACE))
         stored.close()
         result.acked = len(acked)
+        result.acked_after_switch = len(acked) - at_switch[0]
         result.refused = len(refused_at)
         result.lost = [k for k in acked if table.get(k) != k]
         if refused_at:
