@@ -126,10 +126,11 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
         assert set(row) == LOOKUP_KEYS
         # errors (a worker shedding load) depend on the machine: not asserted
         assert (row["mode"], row["workers"]) == ("open", 1)
-        # the workers' own counters over the window: every lookup answered was counted there
+        # the workers' own counters over the window (scraped as it starts and ends, while the
+        # load runs: how many of the lookups fall inside depends on the machine's speed)
         counted = row["workers_counted"]
         assert {"requests", "requests.slow", "loop", "loop.slow", "gc.slow"} <= set(counted)
-        assert counted["requests"] >= row["completed"] * 0.9
+        assert counted["requests"] > 0
     cycle = rows["cycle"]
     assert set(cycle) == {
         "seconds",

@@ -375,6 +375,9 @@ async def test_waits_until_an_outage_end_when_the_outage_begins(
     feed = await start_feed(client, keys, recorder, poll_interval=0.02)
     try:
         proxy.pause()
+        # a poll whose reply was relayed before the pause may still end well (its thread late on
+        # a busy machine): let it end, so every poll in flight below went out after the pause
+        await feed.wait_in_flight(5.0, until_outage=True)
         started = time.monotonic()
         waits = await asyncio.gather(
             *(feed.wait_fresh(5.0, until_outage=True) for _ in range(50)),

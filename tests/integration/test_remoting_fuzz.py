@@ -97,8 +97,15 @@ async def test_hostile_bytes_never_hurt_the_worker(
     app = await start_client(settings)
     addr = f"127.0.0.1:{app.app[REMOTING].port}"
     good = await RemotingClient.connect(addr)
+    # a timeout longer than the test can take: on a busy machine its 60 examples outlasted the
+    # default 120 s, and the broker expired (a change the hostile bytes did not make)
     await SimBroker(
-        good, "DefaultCluster", "broker-a", "127.0.0.1:10911", topics=topic_configs(["TopicTest", "TBW102"])
+        good,
+        "DefaultCluster",
+        "broker-a",
+        "127.0.0.1:10911",
+        topics=topic_configs(["TopicTest", "TBW102"]),
+        timeout_ms=3_600_000,
     ).register()
     before = await snapshot(redis_url, namespace)
     loop = asyncio.get_running_loop()
