@@ -164,8 +164,9 @@ async def write_through_failover(
         new = _master(sentinel)
         at_switch[0] = len(acked)
         await asyncio.sleep(after_s)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(enough.wait(), ACKED_AFTER_PATIENCE_S)
+        if acked_after:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(enough.wait(), ACKED_AFTER_PATIENCE_S)
         stop.set()
         await asyncio.gather(*tasks)
         # What the new master holds is the outcome: the old one, demoted, resyncs from it.
