@@ -127,7 +127,7 @@ async def write_through_failover(
     refused_at: list[float] = []
     stop = asyncio.Event()
     enough = asyncio.Event()  # ``acked_after`` writes acknowledged since the switch
-    at_switch = [-1]  # writes acknowledged when Sentinel named the new master (-1: not yet)
+    at_switch = -1  # writes acknowledged when Sentinel named the new master (-1: not yet)
     loop = asyncio.get_running_loop()
 
     async def writer(n: int) -> None:
@@ -139,7 +139,7 @@ async def write_through_failover(
                 reply = await conn.invoke(100, {"namespace": NAMESPACE, "key": key, "value": key}, timeout=5)
                 if reply.code == 0:
                     acked.append(key)
-                    if at_switch[0] >= 0 and len(acked) - at_switch[0] >= acked_after:
+                    if at_switch >= 0 and len(acked) - at_switch >= acked_after:
                         enough.set()
                 else:
                     refused_at.append(loop.time())
@@ -162,7 +162,7 @@ async def write_through_failover(
             await asyncio.sleep(0.02)
         result.switch_s = loop.time() - started
         new = _master(sentinel)
-        at_switch[0] = len(acked)
+        at_switch = len(acked)
         await asyncio.sleep(after_s)
         if acked_after:
             with contextlib.suppress(TimeoutError):
@@ -174,7 +174,7 @@ async def write_through_failover(
         table = stored.hgetall(app.app[STORE].k.kv(NAMESPACE))
         stored.close()
         result.acked = len(acked)
-        result.acked_after_switch = len(acked) - at_switch[0]
+        result.acked_after_switch = len(acked) - at_switch
         result.refused = len(refused_at)
         result.lost = [k for k in acked if table.get(k) != k]
         if refused_at:
