@@ -2,8 +2,8 @@
 clients looking routes up over remoting and HTTP, every request's outcome and latency recorded.
 
 A lookup is *answered* when it got code 0 (HTTP 200) with the whole route: every legitimate
-broker in it. A timeout (3 s, a RocketMQ client's default), a closed connection, another code or
-a route missing a broker is not. A registration is answered when it got code 0 within 6 s.
+broker in it. A timeout (3 s by default, a RocketMQ client's default), a closed connection, another code or
+a route missing a broker is not. A registration is answered when it got code 0 within 6 s (by default).
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from namesrv.domain.codes import RequestCode
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient, RemotingClientError
 
-LOOKUP_TIMEOUT = 3.0  # s: a RocketMQ client's default timeout for a route lookup
-REGISTER_TIMEOUT = 6.0  # s: a broker's registerBroker timeout
 CONNECT_TIMEOUT = 2.0
 CLUSTER = "LegitCluster"
 BUMP_EVERY = 5  # every 5th registration carries a new DataVersion: a real write, not a no-op
@@ -59,6 +57,10 @@ class TrafficConfig:
     lookup_loops: int = 4  # remoting lookup loops per worker, each on its own connection
     http_loops: int = 1  # HTTP lookup loops per worker
     interval: float = 0.01  # s between two lookups of one loop, whether the last was answered or not
+    # A slower machine (make test beside other tests) stretches both, as tests/polling.py's
+    # load factor stretches every deadline: the bounds judge the fleet, not the machine's speed.
+    lookup_timeout: float = 3.0  # s: a RocketMQ client's default timeout for a route lookup
+    register_timeout: float = 6.0  # s: a broker's registerBroker timeout
 
 
 class Connection:
@@ -231,7 +233,7 @@ class Traffic:
     async def _lookup(self, client: RemotingClient, topic: str) -> str:
         try:
             reply = await client.invoke(
-                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout=LOOKUP_TIMEOUT
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout=self.cfg.lookup_timeout
             )
         except TimeoutError:
             return "timeout"
@@ -254,7 +256,7 @@ class Traffic:
         n = offset
         # aiohttp's default pool (up to 100 keep-alive connections): a request waiting for a
         # connection would be the client's delay, not the worker's
-        timeout = aiohttp.ClientTimeout(total=LOOKUP_TIMEOUT)
+        timeout = aiohttp.ClientTimeout(total=self.cfg.lookup_timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             async for _ in self._ticks(self.cfg.interval):
                 topic = self.topics[n % len(self.topics)]
@@ -292,7 +294,7 @@ class Traffic:
 
     async def _register(self, broker: SimBroker) -> str:
         try:
-            reply = await asyncio.wait_for(broker.register(check=False), REGISTER_TIMEOUT)
+            reply = await asyncio.wait_for(broker.register(check=False), self.cfg.register_timeout)
         except TimeoutError:
             return "timeout"
         except (RemotingClientError, OSError):
