@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,54 @@ async def heal_replays(urls: list[str]) -> dict[str, float]:
     return totals
 
 
+TIMELINE_EVERY_S = 0.5
+Check = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class Timeline:
+    """Every ``TIMELINE_EVERY_S`` from Redis answering again until the heal is whole: how far it
+    got (groups whole, live brokers, from the last check) and the cores each role and the whole
+    machine used in the step before: whether Redis, a worker, the machine or nobody was the
+    bottleneck at each moment."""
+
+    def __init__(self, roles: dict[str, list[int]]) -> None:
+        self.roles = roles
+        self.last: dict[str, Any] = {}
+        self.steps: list[dict[str, Any]] = []
+
+    def check(self, inner: Check) -> Check:
+        async def checked() -> dict[str, Any]:
+            self.last = await inner()
+            return self.last
+
+        return checked
+
+    async def run(self, done: asyncio.Event) -> None:
+        started = previous = time.perf_counter()
+        before = self._cpu()
+        while not self.steps or not done.is_set():  # at least one step: the last, when it ends
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), TIMELINE_EVERY_S)
+            now, cpu = time.perf_counter(), self._cpu()
+            step = max(now - previous, 1e-9)
+            self.steps.append(
+                {
+                    "t": round(now - started, 2),
+                    "groups_whole": self.last.get("groups_whole"),
+                    "live_brokers": self.last.get("live_brokers"),
+                    "cores": {k: round((v - before[k]) / step, 2) for k, v in cpu.items() if k in before},
+                }
+            )
+            previous, before = now, cpu
+
+    def _cpu(self) -> dict[str, float]:
+        out: dict[str, float] = {"machine": procs.machine_cpu()[0]}
+        for role, pids in self.roles.items():
+            with contextlib.suppress(OSError):
+                out[role] = sum(procs.cpu_seconds(p) for p in pids)
+        return out
+
+
 UNCACHED_PROBE_CONNS = 4  # connections to the uncached worker during the heal, one lookup at a time each
 
 
@@ -139,6 +188,7 @@ async def run_heal(
     timings: dict[str, Any] = {}
     watcher: list[asyncio.Task[tuple[float | None, dict[str, Any]]]] = []
     meters: list[procs.CpuMeter] = []
+    timelines: list[tuple[Timeline, asyncio.Event, asyncio.Task[None]]] = []
 
     async def restart() -> None:
         timings["redis_away_s"] = round(await restart_empty(b), 3)
@@ -146,11 +196,12 @@ async def run_heal(
         meters.append(procs.CpuMeter(cpu_roles(b)))
         meters[0].start()
         timings["metered_from"] = time.perf_counter()
-        watcher.append(
-            asyncio.create_task(
-                wait_whole(lambda: whole_in_redis(b.redis, b.cfg.namespace, shape), limit=job.duration)
-            )
-        )
+        timeline, done = Timeline(cpu_roles(b)), asyncio.Event()
+        timelines.append((timeline, done, asyncio.create_task(timeline.run(done))))
+        check = timeline.check(lambda: whole_in_redis(b.redis, b.cfg.namespace, shape))
+        whole = asyncio.create_task(wait_whole(check, limit=job.duration))
+        whole.add_done_callback(lambda _: done.set())
+        watcher.append(whole)
 
     roles = {"server": [w.proc.pid for w in b.workers], "load": b.load_pool().pids}
     stop = asyncio.Event()
@@ -167,6 +218,9 @@ async def run_heal(
         stop.set()
         uncached_seen = await probing
         registered.paused = False
+        for _, done, task in timelines:
+            done.set()
+            await task
     after = await heal_replays(urls)
     codes = window.get("error_codes", {})
     return {
@@ -182,6 +236,8 @@ async def run_heal(
         "uncached_worker": uncached_seen,
         "replays": {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after},
         "longest_command": await slow.collect(),
+        # how the heal went, step by step: groups whole, live brokers, cores by role
+        "timeline": timelines[0][0].steps if timelines else [],
         # CPU seconds over the window from Redis answering again to its end (the heal and the
         # lookups meanwhile), and what Redis spent them on: where a faster heal must come from
         "cpu_seconds": {k: round(v * metered_s, 2) for k, v in cores.items() if k != "machine_idle"},

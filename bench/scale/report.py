@@ -134,6 +134,26 @@ def _heal(rows: Rows) -> str:
         f"SYSTEM_ERROR {heal['system_error']}; "
         f"lookups p99 {lookups['p99_ms']:.2f} ms @ {lookups['target_rate']:,.0f}/s; "
         f"uncached worker answers {{{codes}}} p99 {_num(probe.get('p99_ms'), '{:.1f}')} ms"
+        f"{_heal_cores(heal.get('timeline') or [])}"
+    )
+
+
+def _heal_cores(steps: list[dict[str, Any]]) -> str:
+    """Cores busy while the heal ran (time-weighted over its steps): the machine, Redis, the
+    workers. A machine near all its cores means the heal waited for CPU, not for anyone."""
+    spans = [s["t"] - (steps[i - 1]["t"] if i else 0.0) for i, s in enumerate(steps)]
+    total = sum(spans)
+    if total <= 0:
+        return ""
+
+    def mean(role: str) -> float:
+        return float(sum(s["cores"].get(role, 0.0) * w for s, w in zip(steps, spans, strict=True)) / total)
+
+    roles = set().union(*(s["cores"] for s in steps))
+    workers = sum(mean(r) for r in roles if r.startswith("worker"))
+    return (
+        f"; meanwhile cores busy: machine {mean('machine'):.2f}, Redis {mean('redis'):.2f}, "
+        f"workers {workers:.2f}"
     )
 
 

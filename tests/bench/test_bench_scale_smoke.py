@@ -85,6 +85,7 @@ HEAL_KEYS = {
     "longest_command",
     "cpu_seconds",
     "redis_by_command",
+    "timeline",
 }
 LONGEST_KEYS = {"ms", "command", "logged"}
 
@@ -153,6 +154,11 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
     assert sum(heal["replays"].values()) >= 1
     assert set(heal["cpu_seconds"]) == {"worker-0", "worker-uncached", "redis", "machine"}
     assert heal["redis_by_command"]["evalsha"]["calls"] >= 1
+    # the heal step by step, the last step ending at the last check of Redis, with every role's cores
+    steps = heal["timeline"]
+    assert steps, heal
+    assert steps[-1]["groups_whole"] == heal["state_at_end"]["groups_whole"]
+    assert set(steps[-1]["cores"]) == {"machine", "worker-0", "worker-uncached", "redis"}
     assert set(rows["rss_mib_at_end"]) == {"worker-0", "worker-uncached"}
 
 
