@@ -86,6 +86,7 @@ class ShapeRun:
         self.shape = shape
         self.progress = progress
         self.out: dict[str, Any] = {"facts": shape.facts()}
+        self.workers: list[procs.Worker] = []  # the fleet's workers once started: their RSS after each phase
 
     async def phase(self, name: str, run: Callable[[], Awaitable[Any]]) -> Any:
         if name in self.cfg.skip:
@@ -101,6 +102,11 @@ class ShapeRun:
         else:
             self.out[name] = value
         self.out.setdefault("phase_seconds", {})[name] = round(time.perf_counter() - started, 1)
+        # a peer's RSS is read at the end of its run (after its cycle): the fleet's at the same
+        # point is the like-for-like figure, before the heal that only the fleet runs
+        self.out.setdefault("rss_mib_after", {})[name] = {
+            w.proc.name: rss_mib(w.proc.pid) for w in self.workers if w.proc.alive()
+        }
         return value
 
     async def run(self) -> dict[str, Any]:
@@ -120,6 +126,7 @@ class ShapeRun:
             b.start_pool()
             slow = SlowCommands.of(b.redis, cfg.slowlog_us)
             await slow.start()
+            self.workers = list(b.workers)
             registered = Registered(self.shape, [f"127.0.0.1:{w.remoting_port}" for w in b.workers])
             await registered.connect()
             registered.encode_all()

@@ -90,9 +90,13 @@ def _memory(rows: Rows) -> str:
     if "peer_rss_mib" in mem:
         return _num(mem["peer_rss_mib"], "peer RSS {:.0f} MiB")
     workers = " + ".join(f"{v:.0f}" for v in mem["worker_rss_mib"].values())
+    after_cycle = (rows.get("rss_mib_after") or {}).get("cycle")
+    cycle = (
+        f"after the cycle: {' + '.join(f'{v:.0f}' for v in after_cycle.values())}; " if after_cycle else ""
+    )
     at_end = " + ".join(f"{v:.0f}" for v in rows.get("rss_mib_at_end", {}).values())
     return (
-        f"workers {workers} MiB (at the end: {at_end}); "
+        f"workers {workers} MiB ({cycle}at the end: {at_end}); "
         f"Redis {mem['redis_used_mib']:.0f} MiB ({mem['redis_bytes_per_queue_entry']:.0f} B/queue entry)"
     )
 

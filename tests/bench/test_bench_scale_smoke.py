@@ -32,6 +32,7 @@ FLEET_KEYS = {
     "cycle",
     "heal",
     "phase_seconds",
+    "rss_mib_after",
     "rss_mib_at_end",
 }
 REGISTRATION_KEYS = {
@@ -160,6 +161,9 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
     assert steps[-1]["groups_whole"] == heal["state_at_end"]["groups_whole"]
     assert set(steps[-1]["cores"]) == {"machine", "worker-0", "worker-uncached", "redis"}
     assert set(rows["rss_mib_at_end"]) == {"worker-0", "worker-uncached"}
+    # each worker's RSS after every phase (the cycle's is where a peer's is read)
+    assert set(rows["rss_mib_after"]) == set(rows["phase_seconds"])
+    assert set(rows["rss_mib_after"]["cycle"]) == {"worker-0", "worker-uncached"}
 
 
 @pytest.mark.timeout(900)
