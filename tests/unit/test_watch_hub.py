@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from namesrv.registry.watch import WatchHub
+from namesrv.registry.watch import WatchEvent, WatchHub
 
 ENTRY = {"kind": "topicRegister", "topic": "T1", "upserted": "[]"}
 
@@ -43,3 +43,32 @@ async def test_resume_replays_after_the_id_and_resyncs_when_too_old() -> None:
         "clusters": [],
         "reason": "event 5-0 is too old to resume from",
     }
+
+
+def _queues_entry(first: int, count: int) -> dict[str, str]:
+    """A registerQueues entry naming ``count`` topics, as one chunk of a registration writes it."""
+    pairs = ",".join(f'["T{n}",0]' for n in range(first, first + count))
+    return {"kind": "registerQueues", "brokerName": "b", "upserted": f"[{pairs}]", "queueDatas": "[{}]"}
+
+
+async def test_the_history_holds_at_most_its_topic_budget() -> None:
+    """Ten events of 1,000 topics against a budget of 2,500: the newest two stay (2,000 topics),
+    the third would make 3,000; resuming after a forgotten one resyncs, after a kept one replays."""
+    position = ["7-0"]
+    hub = WatchHub(lambda: position[0], max_watchers=10, history=100, history_topics=2500)
+    for n in range(1, 11):
+        position[0] = f"7-{n}"
+        await hub.on_event("registerQueues", _queues_entry(n * 1000, 1000))
+    assert [(e.id, e.topics[0]) for e in _resumed(hub, "7-8")] == [("7-9", "T9000"), ("7-10", "T10000")]
+    assert [e.kind for e in _resumed(hub, "7-7")] == ["resync"]
+    # one event over the whole budget is kept all the same: the newest is always resumable
+    position[0] = "7-11"
+    await hub.on_event("registerQueues", _queues_entry(0, 3000))
+    assert [e.id for e in _resumed(hub, "7-10")] == ["7-11"]
+    assert [e.kind for e in _resumed(hub, "7-9")] == ["resync"]
+
+
+def _resumed(hub: WatchHub, last_event_id: str) -> list[WatchEvent]:
+    """What a watcher of everything that resumes after ``last_event_id`` is sent first."""
+    watcher = hub.watch([], [], last_event_id)
+    return [watcher.queue.get_nowait() for _ in range(watcher.queue.qsize())]

@@ -10,7 +10,10 @@ on another worker. An id older than what the worker holds (or from before a Redi
 ``resync`` event: the client re-reads what it watches.
 
 Bounds: at most ``max_watchers`` streams per worker (:class:`TooManyWatchers`), and each watcher
-holds at most ``queue_max`` undelivered events; a slower consumer is dropped with the reason.
+holds at most ``queue_max`` undelivered events; a slower consumer is dropped with the reason. The
+history holds at most ``history`` events naming at most ``history_topics`` topics in all: one
+registration of a 10,000-topic broker is ten events of 1,000 topics, and at the RIP-29 shape
+(100 such masters) an event count alone let the history hold 80 MB of topic names per worker.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import orjson
 from namesrv.registry.route_impact import route_impact
 from namesrv.store.changelog import EventKind
 
+# Topic names the history holds in all (about 80 bytes each): 100,000 is 8 MB, the last ten
+# 10,000-topic registrations, or ten thousand single-topic changes.
+HISTORY_TOPICS = 100_000
 # Kinds a watcher is told about (a heartbeat only when it revived an expired broker).
 WATCHED = frozenset(
     {
@@ -106,13 +112,22 @@ class WatchHub:
     """A change-feed listener (see :class:`namesrv.registry.changefeed.FeedListener`)."""
 
     def __init__(
-        self, last_id: Callable[[], str], *, max_watchers: int, queue_max: int = 1000, history: int = 10000
+        self,
+        last_id: Callable[[], str],
+        *,
+        max_watchers: int,
+        queue_max: int = 1000,
+        history: int = 10000,
+        history_topics: int = HISTORY_TOPICS,
     ) -> None:
         # ``last_id()``: the id of the entry the feed is applying (it is set before listeners run)
         self._last_id = last_id
         self.max_watchers = max_watchers
         self.queue_max = queue_max
-        self._history: deque[WatchEvent] = deque(maxlen=history)
+        self.history_max = history
+        self.history_topics_max = history_topics
+        self._history: deque[WatchEvent] = deque()
+        self._history_topics = 0  # topic names the events in _history hold
         self._watchers: set[Watcher] = set()
         self._changed = asyncio.Event()
         self.dropped_slow = 0
@@ -132,14 +147,25 @@ class WatchHub:
         event = to_event(entry_id, kind, fields)
         if event is None:
             return
-        if len(self._history) == self._history.maxlen:
-            self._complete_after = entry_key(self._history[0].id)  # about to be forgotten
-        self._history.append(event)
+        self._keep(event)
         self._publish(event)
+
+    def _keep(self, event: WatchEvent) -> None:
+        """Into the history; the oldest events out while it holds too many, or too many topics
+        (the newest one stays, whatever it names)."""
+        self._history.append(event)
+        self._history_topics += len(event.topics)
+        while len(self._history) > 1 and (
+            len(self._history) > self.history_max or self._history_topics > self.history_topics_max
+        ):
+            forgotten = self._history.popleft()
+            self._history_topics -= len(forgotten.topics)
+            self._complete_after = entry_key(forgotten.id)
 
     async def on_reset(self, reason: str) -> None:
         # Ids before the reset may name entries Redis no longer holds: resume from them resyncs.
         self._history.clear()
+        self._history_topics = 0
         last = str(self._last_id())
         self._complete_after = entry_key(last) if last else None
         self._publish(WatchEvent("", "resync", detail={"reason": reason}))
