@@ -78,6 +78,7 @@ from namesrv.registry.route_lookups import (
     is_replay,
     shared_route,
 )
+from namesrv.registry.topics_by_broker import TopicsByBroker
 from namesrv.store.changelog import EventKind
 from namesrv.store.keyspace import live_member
 
@@ -133,7 +134,7 @@ class RouteCache:
         # Topics Redis did not hold during a heal: "not ready" until a change names them, so a
         # lookup per request does not compete with the replays for Redis
         self._unready: set[str] = set()
-        self._by_broker: dict[str, set[str]] = {}  # broker name -> cached topics showing it
+        self._by_broker = TopicsByBroker()  # broker name -> cached topics showing it
         # member -> its deadline (local monotonic) as last heard, for the addresses cached routes
         # show: moved by every registration and heartbeat in the change log
         self._deadlines: dict[str, float] = {}
@@ -470,8 +471,7 @@ class RouteCache:
             self._before_loss.pop(topic, None)  # read since the heal: Redis is whole again
         self._routes[topic] = entry
         self._missing.pop(topic, None)
-        for name in entry.broker_names():
-            self._by_broker.setdefault(name, set()).add(topic)
+        self._by_broker.add(topic, entry.broker_names())
         while len(self._routes) > self.max_entries:
             oldest = next(iter(self._routes))
             self._forget(oldest)
@@ -480,12 +480,7 @@ class RouteCache:
         entry = self._routes.pop(topic, None)
         if entry is None:
             return None
-        for name in entry.broker_names():
-            topics = self._by_broker.get(name)
-            if topics is not None:
-                topics.discard(topic)
-                if not topics:
-                    del self._by_broker[name]
+        self._by_broker.discard(topic, entry.broker_names())
         return entry
 
     # ---- invalidation ----
@@ -509,7 +504,7 @@ class RouteCache:
     def invalidate_broker(self, broker_name: str) -> None:
         self._generation += 1
         served_since = self._refresh_window_start()
-        for topic in list(self._by_broker.get(broker_name, ())):
+        for topic in self._by_broker.topics_of(broker_name):
             self.invalidations += 1
             self._dropped(topic, self._forget(topic), served_since)
         self._missing.clear()  # a broker that appears can make unknown topics routable
