@@ -72,3 +72,24 @@ def _resumed(hub: WatchHub, last_event_id: str) -> list[WatchEvent]:
     """What a watcher of everything that resumes after ``last_event_id`` is sent first."""
     watcher = hub.watch([], [], last_event_id)
     return [watcher.queue.get_nowait() for _ in range(watcher.queue.qsize())]
+
+
+async def test_a_consumer_too_slow_for_the_topics_it_was_sent_is_dropped() -> None:
+    """Bounded by topic names as well as events: three events of 1,000 topics fit a budget of
+    2,500 only if the watcher reads one meanwhile."""
+    position = ["8-0"]
+    hub = WatchHub(lambda: position[0], max_watchers=10, queue_max=100, queue_topics=2500)
+    slow, reading = hub.watch([], [], None), hub.watch([], [], None)
+    for n in range(1, 4):
+        position[0] = f"8-{n}"
+        await hub.on_event("registerQueues", _queues_entry(n * 1000, 1000))
+        if n == 2:
+            reading.queue.get_nowait()
+    assert slow.dropped == "slow consumer: more than 2500 topic names undelivered"
+    assert reading.dropped is None and reading.queue.qsize() == 2 and reading.queue.topics == 2000
+    assert hub.watching == 1 and hub.dropped_slow == 1
+    # one event bigger than the whole budget still reaches a watcher that has read everything
+    position[0] = "8-4"
+    [reading.queue.get_nowait() for _ in range(reading.queue.qsize())]
+    await hub.on_event("registerQueues", _queues_entry(0, 3000))
+    assert reading.queue.qsize() == 1 and reading.queue.topics == 3000 and reading.dropped is None

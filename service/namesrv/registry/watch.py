@@ -10,8 +10,9 @@ on another worker. An id older than what the worker holds (or from before a Redi
 ``resync`` event: the client re-reads what it watches.
 
 Bounds: at most ``max_watchers`` streams per worker (:class:`TooManyWatchers`), and each watcher
-holds at most ``queue_max`` undelivered events; a slower consumer is dropped with the reason. The
-history holds at most ``history`` events naming at most ``history_topics`` topics in all: one
+holds at most ``queue_max`` undelivered events naming at most ``queue_topics`` (twice
+``history_topics``) topics in all; a slower consumer is dropped with the reason. The history
+holds at most ``history`` events naming at most ``history_topics`` topics in all: one
 registration of a 10,000-topic broker is ten events of 1,000 topics, and at the RIP-29 shape
 (100 such masters) an event count alone let the history hold 80 MB of topic names per worker.
 """
@@ -85,11 +86,30 @@ class WatchEvent:
         return body
 
 
+class EventQueue(asyncio.Queue[WatchEvent]):
+    """A watcher's undelivered events, counting the topic names they hold: a slow consumer is
+    bounded by those too, not only by the events (ten events of a 10,000-topic registration are
+    700 KB of names)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.topics = 0
+
+    def _put(self, item: WatchEvent) -> None:
+        super()._put(item)
+        self.topics += len(item.topics)
+
+    def _get(self) -> WatchEvent:
+        item = super()._get()
+        self.topics -= len(item.topics)
+        return item
+
+
 @dataclass(eq=False)  # each watcher is itself (held in a set)
 class Watcher:
     topics: frozenset[str]  # empty: every topic
     clusters: frozenset[str]  # empty: every cluster
-    queue: asyncio.Queue[WatchEvent] = field(default_factory=asyncio.Queue)
+    queue: EventQueue = field(default_factory=EventQueue)
     dropped: str | None = None  # why this watcher was dropped
     closed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -119,6 +139,7 @@ class WatchHub:
         queue_max: int = 1000,
         history: int = 10000,
         history_topics: int = HISTORY_TOPICS,
+        queue_topics: int | None = None,
     ) -> None:
         # ``last_id()``: the id of the entry the feed is applying (it is set before listeners run)
         self._last_id = last_id
@@ -126,6 +147,8 @@ class WatchHub:
         self.queue_max = queue_max
         self.history_max = history
         self.history_topics_max = history_topics
+        # room for the whole history, replayed at once to a watcher that resumes, and as much again
+        self.queue_topics_max = 2 * history_topics if queue_topics is None else queue_topics
         self._history: deque[WatchEvent] = deque()
         self._history_topics = 0  # topic names the events in _history hold
         self._watchers: set[Watcher] = set()
@@ -177,14 +200,21 @@ class WatchHub:
         for watcher in list(self._watchers):
             if not watcher.wants(event):
                 continue
-            if watcher.queue.qsize() >= self.queue_max:
-                self.dropped_slow += 1
-                self._watchers.discard(watcher)
-                watcher.drop(f"slow consumer: more than {self.queue_max} events undelivered")
+            queue = watcher.queue
+            if queue.qsize() >= self.queue_max:
+                self._drop_slow(watcher, f"more than {self.queue_max} events undelivered")
+                continue
+            if queue.qsize() and queue.topics + len(event.topics) > self.queue_topics_max:
+                self._drop_slow(watcher, f"more than {self.queue_topics_max} topic names undelivered")
                 continue
             watcher.queue.put_nowait(event)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    def _drop_slow(self, watcher: Watcher, why: str) -> None:
+        self.dropped_slow += 1
+        self._watchers.discard(watcher)
+        watcher.drop(f"slow consumer: {why}")
 
     # ---- the watchers' side ----
     async def changed(self, timeout: float) -> None:
