@@ -104,29 +104,22 @@ class Timeline:
         return checked
 
     async def run(self, done: asyncio.Event) -> None:
-        started = previous = time.perf_counter()
-        before = self._cpu()
+        started = time.perf_counter()
+        meter = procs.CpuMeter(self.roles)
+        meter.start()
         while not self.steps or not done.is_set():  # at least one step: the last, when it ends
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), TIMELINE_EVERY_S)
-            now, cpu = time.perf_counter(), self._cpu()
-            step = max(now - previous, 1e-9)
+            cores = meter.stop()
+            meter.start()
             self.steps.append(
                 {
-                    "t": round(now - started, 2),
+                    "t": round(time.perf_counter() - started, 2),
                     "groups_whole": self.last.get("groups_whole"),
                     "live_brokers": self.last.get("live_brokers"),
-                    "cores": {k: round((v - before[k]) / step, 2) for k, v in cpu.items() if k in before},
+                    "cores": {k: round(v, 2) for k, v in cores.items() if k != "machine_idle"},
                 }
             )
-            previous, before = now, cpu
-
-    def _cpu(self) -> dict[str, float]:
-        out: dict[str, float] = {"machine": procs.machine_cpu()[0]}
-        for role, pids in self.roles.items():
-            with contextlib.suppress(OSError):
-                out[role] = sum(procs.cpu_seconds(p) for p in pids)
-        return out
 
 
 UNCACHED_PROBE_CONNS = 4  # connections to the uncached worker during the heal, one lookup at a time each
