@@ -110,7 +110,8 @@ def _longest(rows: Rows) -> str:
     if not found:
         return "n/a" if "not_run" in rows else "none over the threshold"
     command, phase = max(found, key=lambda cp: cp[0]["ms"])
-    return f"{command['ms']:.1f} ms {command['command']} ({phase})"
+    over = sum(c.get("over_target", 0) for c, _ in found)
+    return f"{command['ms']:.1f} ms {command['command']} ({phase}); {over} over 25 ms"
 
 
 def _redis_ms(phase: str) -> Cell:

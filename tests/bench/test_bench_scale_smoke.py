@@ -88,7 +88,7 @@ HEAL_KEYS = {
     "redis_by_command",
     "timeline",
 }
-LONGEST_KEYS = {"ms", "command", "logged"}
+LONGEST_KEYS = {"ms", "command", "logged", "over_target", "top_ms"}
 
 
 def _check_shape(name: str, rows: dict[str, Any]) -> None:
