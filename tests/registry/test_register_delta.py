@@ -37,11 +37,12 @@ def request(table: dict[str, TopicConfig], counter: int) -> RegisterBrokerReques
     )
 
 
-async def queue_events(redis: Redis, namespace: str) -> list[tuple[list[str], list[str]]]:
-    return [
-        ([t for t, _ in upserts(e)], orjson.loads(e["removed"]))
-        for e in await events(redis, namespace, "registerQueues")
-    ]
+async def last_write(redis: Redis, namespace: str) -> tuple[list[str], list[str]]:
+    """The queues the last registration upserted and removed, over all its chunks' entries."""
+    entries = await events(redis, namespace, "registerQueues")
+    first = max(i for i, e in enumerate(entries) if e["chunk"] == "0")
+    upserted = [t for e in entries[first:] for t, _ in upserts(e)]
+    return upserted, [t for e in entries[first:] for t in orjson.loads(e["removed"])]
 
 
 async def test_a_bumped_body_writes_only_the_changed_topic(
@@ -51,7 +52,7 @@ async def test_a_bumped_body_writes_only_the_changed_topic(
     await service.register_broker(request(configs(), 2))  # first bump: the earlier body is laid out
     await service.register_broker(request(configs({"T0123": TopicConfig("T0123", 4, 4, 6)}), 3))
     assert service.decoder.deltas == 2
-    assert (await queue_events(redis, namespace))[-1] == (["T0123"], [])
+    assert await last_write(redis, namespace) == (["T0123"], [])
     found = await route(service, "T0123")
     assert found is not None
     assert [(q["readQueueNums"], q["writeQueueNums"]) for q in found["queueDatas"]] == [(4, 4)]
@@ -68,7 +69,7 @@ async def test_a_delta_is_refused_after_a_perm_wipe_and_every_topic_is_written(
     # Java rewrites every queue of a bumped registration: the wipe is undone everywhere
     assert await perms_of(service, "T0300") == {NAME: 6}
     assert await perms_of(service, "T0007") == {NAME: 6}
-    upserted, removed = (await queue_events(redis, namespace))[-1]
+    upserted, removed = await last_write(redis, namespace)
     assert (len(upserted), removed) == (SIZE, [])
 
 
@@ -82,7 +83,7 @@ async def test_a_delta_drops_topics_only_with_delete_topic_with_broker_registrat
     del smaller["T0200"]
     await service.register_broker(request(smaller, 3))
     assert service.decoder.deltas == 2
-    assert (await queue_events(redis, namespace))[-1] == ([], ["T0200"])
+    assert await last_write(redis, namespace) == ([], ["T0200"])
     assert await route(service, "T0200") is None
     assert await route(service, "T0201") is not None
 
@@ -95,7 +96,7 @@ async def test_an_interrupted_full_write_makes_the_next_delta_fall_back(
     # a registration whose chunks stopped half way: {ns}:bsync no longer vouches for Redis
     await redis.hdel(f"{{{namespace}}}:bsync", NAME)
     await service.register_broker(request(configs({"T0001": TopicConfig("T0001", 1, 1, 6)}), 3))
-    upserted, _ = (await queue_events(redis, namespace))[-1]
+    upserted, _ = await last_write(redis, namespace)
     assert upserted == ["T0001"]  # every topic was sent; only the changed one differed
     assert (
         await redis.hget(f"{{{namespace}}}:bsync", NAME)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 
 from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest, TopicConfig
-from namesrv.registry.registration import CHUNKS_IN_FLIGHT
+from namesrv.registry.registration import MAX_CHUNKS_IN_FLIGHT, chunks_in_flight
 from namesrv.sim.bodies import register_body_json
 from tests.registry.conftest import MakeService
 from tests.registry.helpers import route
 
-BROKERS, TOPICS, CHUNK = 6, 300, 50  # 6 chunks and a final call per broker
+BROKERS, TOPICS, CHUNK = 6, 600, 50  # 12 chunks and a final call per broker
 
 
 def request(no: int) -> RegisterBrokerRequest:
@@ -34,8 +34,9 @@ async def test_new_brokers_at_once_write_one_at_a_time_and_all_land(make_service
     service = make_service(registerWriteConcurrency=1, registerChunkTopics=CHUNK)
     results = await asyncio.gather(*(service.register_broker(request(no)) for no in range(BROKERS)))
     assert all(result is not None for result, _ in results)
-    # without the gate: every chunk of every broker at once (6 x 6)
-    assert service.registrar.most_writes_in_flight == CHUNKS_IN_FLIGHT
+    # without the gate: every chunk of every broker at once (6 x 12)
+    assert chunks_in_flight(CHUNK) == MAX_CHUNKS_IN_FLIGHT < TOPICS // CHUNK
+    assert service.registrar.most_writes_in_flight == MAX_CHUNKS_IN_FLIGHT
     assert service.registrar.writes_in_flight == 0
     for topic in ("T0000", "T0151", f"T{TOPICS - 1:04d}"):
         found = await route(service, topic)
@@ -48,6 +49,10 @@ async def test_new_brokers_at_once_write_one_at_a_time_and_all_land(make_service
 async def test_two_writers_at_once_send_at_most_two_windows(make_service: MakeService) -> None:
     service = make_service(registerWriteConcurrency=2, registerChunkTopics=CHUNK)
     await asyncio.gather(*(service.register_broker(request(no)) for no in range(BROKERS)))
-    assert service.registrar.most_writes_in_flight <= 2 * CHUNKS_IN_FLIGHT
+    assert service.registrar.most_writes_in_flight <= 2 * MAX_CHUNKS_IN_FLIGHT
     found = await route(service, "T0007")
     assert found is not None and len(found["queueDatas"]) == BROKERS
+
+
+def test_chunks_in_flight_keep_about_2000_topics_queued_within_2_to_8_calls() -> None:
+    assert [chunks_in_flight(size) for size in (10, 250, 500, 1000, 5000, 100000)] == [8, 8, 4, 2, 2, 2]
