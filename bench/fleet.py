@@ -251,6 +251,7 @@ def _memory_report(samples: list[dict[str, int]], topics: int) -> dict[str, obje
 
 CACHE_METRIC = "namesrv_route_cache_lookups_total{"
 CATCH_UP_METRIC = "namesrv_route_cache_catch_ups_total{"
+REFRESH_METRIC = "namesrv_route_cache_refreshes_total{"
 SLOW_S = "0.005"  # a bucket bound of namesrv.metrics.LATENCY_BUCKETS: the issue's p99 bound
 # series of a worker's /metrics page -> what worker_counters calls them ('.fast': within 5 ms)
 COUNTED = (
@@ -272,7 +273,8 @@ async def worker_counters(urls: list[str]) -> dict[str, float]:
     ``catch_up.read``, ``catch_up.failed``), remoting requests, GC pauses and event-loop ticks
     (``requests``, ``gc``, ``loop``; ``gc2``: the full collections among the pauses), and how many
     of each took longer than 5 ms by the worker's own clock (``requests.slow``, ``gc.slow``,
-    ``gc2.slow``, ``loop.slow``: a tick that ran over 5 ms late), polls of the freshness probe
+    ``gc2.slow``, ``loop.slow``: a tick that ran over 5 ms late), dropped routes read again
+    (``refresh.read``, ``refresh.overtaken``, ``refresh.failed``), polls of the freshness probe
     that kept a worker fresh while its own poll was late (``probe.vouched``), so
     a latency tail seen by the load generator can be told apart from one inside the workers."""
     totals: dict[str, float] = {}
@@ -295,4 +297,6 @@ def _counters(line: str) -> list[str]:
         return ["cache." + line.split('"')[1]]
     if line.startswith(CATCH_UP_METRIC):
         return ["catch_up." + line.split('"')[1]]
+    if line.startswith(REFRESH_METRIC):
+        return ["refresh." + line.split('"')[1]]
     return [key for pattern, key in COUNTED if pattern.match(line)]

@@ -203,7 +203,9 @@ async def run_heal(
         probe(f"127.0.0.1:{uncached.remoting_port}", list(shape.groups_of), stop, uncached_rate)
     )
     try:
-        window = await lookup_window(b.load_pool(), job, roles, None, on_start=restart)
+        # what the cached workers counted meanwhile: pre-loss routes served, "not ready", re-reads
+        cached = [w.url for w in b.workers[:-1]]
+        window = await lookup_window(b.load_pool(), job, roles, None, on_start=restart, worker_urls=cached)
         healed_s, last = await watcher[0] if watcher else (None, {"whole": False})
         cores = meters[0].stop() if meters else {}
         metered_s = time.perf_counter() - timings.pop("metered_from", time.perf_counter())

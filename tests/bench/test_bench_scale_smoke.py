@@ -151,6 +151,8 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
     assert heal["method"].startswith("SHUTDOWN NOSAVE")
     assert heal["lookups"]["mode"] == "open"
     assert set(heal["uncached_worker"]) == {"lookups", "codes", "p99_ms", "max_ms"}
+    # what the cached workers counted meanwhile, re-reads of dropped routes among it
+    assert {"requests", "refresh.read", "refresh.overtaken"} <= set(heal["lookups"]["workers_counted"])
     # the workers replayed what they kept (a replay Redis answers too late counts as failed)
     assert sum(heal["replays"].values()) >= 1
     assert set(heal["cpu_seconds"]) == {"worker-0", "worker-uncached", "redis", "machine"}
