@@ -38,11 +38,12 @@ def request(table: dict[str, TopicConfig], counter: int) -> RegisterBrokerReques
 
 
 async def last_write(redis: Redis, namespace: str) -> tuple[list[str], list[str]]:
-    """The queues the last registration upserted and removed, over all its chunks' entries."""
+    """The queues the last registration upserted and removed, over all its chunks' entries (each
+    registration of these tests has its own dataVersion; its chunks may land in any order)."""
     entries = await events(redis, namespace, "registerQueues")
-    first = max(i for i, e in enumerate(entries) if e["chunk"] == "0")
-    upserted = [t for e in entries[first:] for t, _ in upserts(e)]
-    return upserted, [t for e in entries[first:] for t in orjson.loads(e["removed"])]
+    last = [e for e in entries if e["dataVersion"] == entries[-1]["dataVersion"]]
+    upserted = [t for e in last for t, _ in upserts(e)]
+    return upserted, [t for e in last for t in orjson.loads(e["removed"])]
 
 
 async def test_a_bumped_body_writes_only_the_changed_topic(
