@@ -179,7 +179,7 @@ def route_lookups(settings: Settings, reader: RouteReader, feed: ChangeFeed) -> 
     if not settings.routeCacheEnabled:
         catch_up_s = settings.redisTimeoutMillis / 1000
         uncached = UncachedRoutes(
-            reader.read, heal_s=settings.healWindowSeconds, fresh=lambda: feed.wait_fresh(catch_up_s)
+            reader.read_once, heal_s=settings.healWindowSeconds, fresh=lambda: feed.wait_fresh(catch_up_s)
         )
         feed.subscribe(uncached)
         return uncached

@@ -235,6 +235,42 @@ async def test_a_route_read_names_the_brokers_it_left_out_as_expired(
     assert lookup.route is None and lookup.hidden == {"broker-a", "broker-b"}
 
 
+async def test_a_read_for_one_answer_skips_deadlines_while_no_broker_is_past_one(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    """A worker without a route cache needs no address's deadline: while no broker is past its
+    deadline, the script returns the BrokerData as stored, no deadlines, and valid until the
+    earliest deadline of every broker. One past it anywhere (even outside the route) takes the
+    full read, which hides it as a cache's read does."""
+    await service.register_broker(register(CLUSTER, "broker-a", MASTER, topics=["T", "OnlyA"]))
+    await service.register_broker(register(CLUSTER, "broker-b", B, topics=["T", "OnlyB"]))
+    await service.register_broker(register(CLUSTER, "broker-c", C, topics=["X", "Y"]))
+    k = Keyspace(namespace)
+    cached = await service.store.route("T", with_order=False)
+    once = await service.store.route("T", with_order=False, for_cache=False)
+    assert sorted(once.broker_datas) == sorted(await redis.hmget(k.brokers, ["broker-a", "broker-b"]))
+    assert (once.queue_datas, once.broker_datas, once.hidden_brokers) == (
+        cached.queue_datas,
+        cached.broker_datas,
+        (),
+    )
+    assert once.deadlines == {}
+    assert set(cached.deadlines) == {f"{CLUSTER}/{MASTER}", f"{CLUSTER}/{B}"}
+    assert cached.valid_until_ms == min(cached.deadlines.values())
+    ((_, earliest),) = await redis.zrange(k.deadlines, 0, 0, withscores=True)
+    assert once.valid_until_ms == int(earliest)
+
+    await redis.zadd(k.deadlines, {f"{CLUSTER}/{C}": 1})  # outside T's route
+    once = await service.store.route("T", with_order=False, for_cache=False)
+    assert (once.broker_datas, once.valid_until_ms) == (cached.broker_datas, cached.valid_until_ms)
+
+    await redis.zadd(k.deadlines, {f"{CLUSTER}/{B}": 1})
+    once = await service.store.route("T", with_order=False, for_cache=False)
+    assert once.hidden_brokers == ("broker-b",)
+    assert [orjson.loads(b)["brokerName"] for b in once.broker_datas] == ["broker-a"]
+    assert await route(service, "T") == route_obj([bd("broker-a", {0: MASTER})], [qd("broker-a")])
+
+
 async def test_only_registrations_that_change_routes_count_as_own_writes(service: RegistryService) -> None:
     """After an own write the worker's lookups wait for the change feed; an unchanged periodic
     re-registration changes no route, so it must not make them wait."""

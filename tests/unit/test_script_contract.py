@@ -196,7 +196,18 @@ CASES = [
         [],
         ["a", "1", "b", "2"],
     ),
-    Case(RouteInfoArgs("T", True), [("topic", "T"), ("orderTopicConf", "1")], [], []),
+    Case(
+        RouteInfoArgs("T", True),
+        [("topic", "T"), ("orderTopicConf", "1"), ("caches the route", "1")],
+        [],
+        [],
+    ),
+    Case(
+        RouteInfoArgs("T", False, for_cache=False),
+        [("topic", "T"), ("orderTopicConf", "0"), ("caches the route", "0")],
+        [],
+        [],
+    ),
     Case(GetBrokersArgs(["B1", "B2"]), [("'0' for only the broker names", "0")], [], ["B1", "B2"]),
     Case(
         TopicsByClusterArgs("C", ["B1"]),

@@ -429,7 +429,7 @@ class RouteCache:
             self._bypassing -= 1
         if lookup.route is None:
             return self._absent(topic, self.clock(), generation)
-        return CachedRoute(lookup.route, lookup.valid_until)
+        return CachedRoute(lookup.route, lookup.valid_until, shared=False)
 
     async def _load(self, topic: str, served_at: float | None = None) -> CachedRoute | None:
         generation = self._generation

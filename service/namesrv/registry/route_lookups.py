@@ -90,7 +90,7 @@ shared_piece: Interner[bytes] = Interner(65536)
 shared_pieces: Interner[tuple[bytes, ...]] = Interner(4096)
 
 
-def encoding(route: TopicRouteData, dialect: Dialect) -> Encoding:
+def encoding(route: TopicRouteData, dialect: Dialect, *, shared: bool = True) -> Encoding:
     """What a cached route keeps of its body in ``dialect``: the bytes, or for a long body the
     pieces (one text per broker and per queue, and the parts between), each kept once for every
     route that shows it, as is the tuple of them when routes are alike.
@@ -100,7 +100,9 @@ def encoding(route: TopicRouteData, dialect: Dialect) -> Encoding:
     pieces the routes share them, and a hit joins them (about 10 microseconds for 25 KB)."""
     head, brokers, middle, queues, tail = route_json_pieces(route, dialect)
     whole = (head + ",".join(brokers) + middle + ",".join(queues) + tail).encode()
-    if len(whole) < SPLIT_FROM_BYTES:  # the usual route: one body, as before pieces existed
+    # The usual route is one body, as before pieces existed; so is one that answers a single lookup
+    # (no cache keeps it): splitting it was a fifth of an uncached worker's CPU per 100-group route.
+    if len(whole) < SPLIT_FROM_BYTES or not shared:
         return whole
     pieces = [shared_piece(head.encode())]
     for texts, after in ((brokers, middle), (queues, tail)):
@@ -129,16 +131,17 @@ class CachedRoute(msgspec.Struct, gc=False):
     standard: Encoding | None = None  # the route in Dialect.STANDARD, once asked for
     default: Encoding | None = None  # ... in Dialect.DEFAULT
     zones: dict[str, bytes] = msgspec.field(default_factory=dict)
+    shared: bool = True  # kept for many lookups: a long body is kept in pieces shared by routes
 
     def encoded(self, dialect: Dialect) -> bytes:
         if dialect is Dialect.STANDARD:
             body = self.standard
             if body is None:
-                body = self.standard = encoding(self.data, dialect)
+                body = self.standard = encoding(self.data, dialect, shared=self.shared)
         else:
             body = self.default
             if body is None:
-                body = self.default = encoding(self.data, dialect)
+                body = self.default = encoding(self.data, dialect, shared=self.shared)
         return body if isinstance(body, bytes) else b"".join(body)
 
     def broker_names(self) -> set[str]:
@@ -287,7 +290,7 @@ class UncachedRoutes:
                 self.heal_refusals += 1
                 raise NotReady()
             return None
-        return CachedRoute(lookup.route, lookup.valid_until)
+        return CachedRoute(lookup.route, lookup.valid_until, shared=False)
 
     # ---- FeedListener ----
     async def on_event(self, kind: str, fields: Mapping[str, str]) -> None:

@@ -78,7 +78,7 @@ class RegistryService:
         self.store = store
         self.settings = settings
         # Route lookups: the worker's cache, or (by default) straight from Redis.
-        self.lookups = routes or UncachedRoutes(RouteReader(store, settings).read)
+        self.lookups = routes or UncachedRoutes(RouteReader(store, settings).read_once)
         # Requests refused by a size limit, by the option's name.
         self.count_limit = count_limit
         self.kv_tables = kv_tables  # 219 from memory; None: every read goes to Redis

@@ -262,9 +262,10 @@ class RegistryStore:
         return await self._write(UpdateConfigArgs(changes, changes_json))
 
     # ---- reads ----
-    async def route(self, topic: str, with_order: bool) -> RouteSnapshot:
-        """One snapshot; empty lists mean TOPIC_NOT_EXIST."""
-        return await self._run(RouteInfoArgs(topic, with_order))
+    async def route(self, topic: str, with_order: bool, for_cache: bool = True) -> RouteSnapshot:
+        """One snapshot; empty lists mean TOPIC_NOT_EXIST. ``for_cache``: the reader keeps the
+        route, so it needs each address's deadline (``RouteSnapshot.deadlines``)."""
+        return await self._run(RouteInfoArgs(topic, with_order, for_cache))
 
     async def brokers(self, names: Sequence[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
         """(brokerName -> BrokerData JSON, cluster -> JSON array); clusters only when names is None."""

@@ -461,6 +461,9 @@ class RouteInfoArgs:
     )
     topic: str
     with_order: bool  # read the topic's orderTopicConf too
+    # the reader caches the route: it needs every address's deadline (else, while no broker is
+    # past its deadline, the script returns the BrokerData as stored, without scoring addresses)
+    for_cache: bool = True
 
     def keys(self, k: Keyspace) -> list[str]:
         return [
@@ -474,7 +477,7 @@ class RouteInfoArgs:
         ]
 
     def argv(self, ctx: CallContext) -> list[Any]:
-        return [self.topic, flag(self.with_order)]
+        return [self.topic, flag(self.with_order), flag(self.for_cache)]
 
     def decode(self, reply: Any) -> RouteSnapshot:
         """One snapshot; empty lists (found=0) mean TOPIC_NOT_EXIST."""
