@@ -145,6 +145,13 @@ class Metrics:
             "Peer addresses holding at least one remoting connection (maxConnectionsPerPeer)",
             registry=r,
         )
+        self.route_read_pauses = Counter(
+            "namesrv_remoting_route_read_pauses",
+            "Times a remoting connection was left unread because redisMaxConnections route lookups "
+            "were reading Redis already (not answered from memory): the backlog waits in the "
+            "socket until half of them are done",
+            registry=r,
+        )
         self.redis_resets = Counter(
             "namesrv_redis_resets",
             "Times this worker found Redis holding other data than it had read (restart without "

@@ -128,6 +128,43 @@ async def test_a_backlog_is_answered_a_turn_at_a_time(node: tuple[Any, str]) -> 
         writer.close()
 
 
+async def test_lookups_reading_redis_past_the_pool_leave_the_socket_unread(settings: Settings) -> None:
+    """A worker without the route cache, a burst of 2,000 lookups: once redisMaxConnections of them
+    read Redis, the connection is not read and its backlog takes no turn until half are done, so
+    the worker never holds more than one turn of frames beyond the pool as tasks; every lookup is
+    answered, and reading goes on after."""
+    patient = dataclasses.replace(
+        settings, routeCacheEnabled=False, redisMaxConnections=8, redisTimeoutMillis=int(scaled(10_000))
+    )
+    app, addr = await worker(patient)
+    try:
+        async with await RemotingClient.connect(addr) as c:
+            await broker(c).register()
+            burst = [c.request(105, {"topic": "TopicTest" if i % 3 else "Missing"}) for i in range(2000)]
+            host, port = addr.rsplit(":", 1)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"".join(encode(cmd) for cmd in burst))
+            replies = asyncio.ensure_future(read_replies(reader, 2000))
+            server = app.app[REMOTING]
+            most, held = 0, False
+            while not replies.done():
+                most = max(most, server.route_reads.running)
+                held = held or any("route-reads" in conn.read_holds for conn in server.connections)
+                await asyncio.sleep(0)
+            assert held
+            assert 8 <= most <= 8 + TURN_FRAMES
+            codes = {r.opaque: r.code for r in replies.result()}
+            assert [codes.get(cmd.opaque) for cmd in burst] == [0 if i % 3 else 17 for i in range(2000)]
+            assert server.route_reads.running == 0
+            assert [(len(conn.backlog), conn.read_holds) for conn in server.connections] == [(0, set())] * 2
+            assert server.route_reads.pauses > 0
+            text = await (await app.get("/metrics")).text()
+            assert f"namesrv_remoting_route_read_pauses_total {float(server.route_reads.pauses)}" in text
+            writer.close()
+    finally:
+        await close_client(app)
+
+
 async def test_a_client_that_does_not_read_its_replies_stops_its_backlog(node: tuple[Any, str]) -> None:
     """A burst from a client that reads none of its replies: once they fill the buffers, the
     worker stops taking turns on that backlog (its memory for the replies stays bounded) and

@@ -45,6 +45,8 @@ from namesrv.remoting.catch_ups import CatchUps
 from namesrv.remoting.context import ConnectionState, HandlerContext, reply
 from namesrv.remoting.guard import FrameGuard, PartialFrame, effective_max_connections
 from namesrv.remoting.handlers import dispatch, operation_name
+from namesrv.remoting.route_reads import REASON as ROUTE_READS
+from namesrv.remoting.route_reads import RouteReads
 from namesrv.remoting.routes import route_from_cache
 from namesrv.remoting.slots import ConnectionSlots, Slot, peer_host
 from namesrv.tls import ServerTls, create_server
@@ -56,6 +58,9 @@ ROUTE_CODE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 ROUTE_OPERATION = RequestCode.GET_ROUTEINFO_BY_TOPIC.name
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 TURN_FRAMES = 64  # frames of one connection answered per turn of the event loop
+# Holds that also stop answering frames already read (a backlog): a client not reading its
+# replies, and enough route lookups reading Redis already (route_reads).
+TURN_HOLDS = frozenset({"writes", ROUTE_READS})
 # A closed connection flushes the replies already queued; a peer that does not read them within
 # this time is cut off (closing waits for the flush, so it would otherwise keep its slot forever).
 CLOSE_FLUSH_S = 5.0
@@ -104,7 +109,7 @@ class RemotingConnection(asyncio.Protocol):
         self.admitted = False
         # Frames read but not answered yet, with when they were read: see data_received.
         self.backlog: deque[tuple[list[RemotingCommand], float]] = deque()
-        self.read_holds: set[str] = set()  # why reading is paused: "writes", "backlog"
+        self.read_holds: set[str] = set()  # why reading is paused: "writes", "backlog", "route-reads"
 
     # ---- asyncio.Protocol ----
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -154,7 +159,7 @@ class RemotingConnection(asyncio.Protocol):
             # meanwhile waited for a catch-up too.
             self.backlog.append((commands[TURN_FRAMES:], received))
             commands = commands[:TURN_FRAMES]
-            self._hold_reading("backlog")
+            self.hold_reading("backlog")
             asyncio.get_running_loop().call_soon(self._next_turn)
         self._answer(commands, received)
 
@@ -162,8 +167,10 @@ class RemotingConnection(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             self.backlog.clear()
             return
-        if "writes" in self.read_holds:
-            return  # the client does not read its replies: resume_writing takes the turns up again
+        if self.read_holds & TURN_HOLDS:
+            # the client does not read its replies, or enough lookups read Redis already:
+            # release_reading takes the turns up again
+            return
         budget = TURN_FRAMES
         while budget and self.backlog:
             commands, received = self.backlog[0]
@@ -177,7 +184,7 @@ class RemotingConnection(asyncio.Protocol):
         if self.backlog:
             asyncio.get_running_loop().call_soon(self._next_turn)
         else:
-            self._release_reading("backlog")
+            self.release_reading("backlog")
 
     def answer_backlog(self) -> None:
         """Shutting down: all of it now, as tasks the drain waits for; then the connection reads
@@ -185,7 +192,7 @@ class RemotingConnection(asyncio.Protocol):
         replies already written but not yet sent would be lost)."""
         while self.backlog:
             self._answer(*self.backlog.popleft())
-        self._release_reading("backlog")
+        self.release_reading("backlog")
 
     def _answer(self, commands: list[RemotingCommand], started: float) -> None:
         """Answer route lookups from the cache at once, in one write; start a task for the rest.
@@ -231,6 +238,7 @@ class RemotingConnection(asyncio.Protocol):
         if not self.admitted:
             return
         self.server.guard.release(self.partial)
+        self.server.route_reads.forget(self)
         self.server.forget(self)
         self.state.open = False
         self.server.ctx.service.keeper.forget_holder(self.state.holder)
@@ -239,22 +247,22 @@ class RemotingConnection(asyncio.Protocol):
         self.state.registrations.clear()
 
     def pause_writing(self) -> None:
-        self._hold_reading("writes")  # a client that does not read its replies gets no more work done
+        self.hold_reading("writes")  # a client that does not read its replies gets no more work done
 
     def resume_writing(self) -> None:
-        self._release_reading("writes")
-        if self.backlog:
-            asyncio.get_running_loop().call_soon(self._next_turn)
+        self.release_reading("writes")
 
-    def _hold_reading(self, reason: str) -> None:
+    def hold_reading(self, reason: str) -> None:
         if not self.read_holds and self.transport and not self.transport.is_closing():
             self.transport.pause_reading()
         self.read_holds.add(reason)
 
-    def _release_reading(self, reason: str) -> None:
+    def release_reading(self, reason: str) -> None:
         self.read_holds.discard(reason)
         if not self.read_holds and self.transport and not self.transport.is_closing():
             self.transport.resume_reading()
+        if reason in TURN_HOLDS and self.backlog and not self.read_holds & TURN_HOLDS:
+            asyncio.get_running_loop().call_soon(self._next_turn)
 
     # ---- requests ----
     def start(self, cmd: RemotingCommand, *, admitted: bool = False) -> None:
@@ -264,6 +272,10 @@ class RemotingConnection(asyncio.Protocol):
         task = asyncio.get_running_loop().create_task(self._handle(cmd, admitted))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        if cmd.code == ROUTE_CODE:
+            reads = self.server.route_reads
+            reads.started(self)
+            task.add_done_callback(lambda _: reads.finished())
 
     async def _handle(self, cmd: RemotingCommand, admitted: bool = False) -> None:
         server = self.server
@@ -350,6 +362,7 @@ class RemotingServer:
             settings.clientRequestThreadPoolQueueCapacity, settings.defaultThreadPoolQueueCapacity
         )
         self.catch_ups = CatchUps(self, settings.clientRequestThreadPoolQueueCapacity)
+        self.route_reads = RouteReads(settings.redisMaxConnections, metrics.route_read_pauses.inc)
         self.connections: set[RemotingConnection] = set()
         self.background: set[asyncio.Task[None]] = set()
         self.draining = False
