@@ -4,10 +4,10 @@ A lookup the route cache cannot answer at once (a worker without the cache, a mi
 that reads Redis. Past ``redisMaxConnections`` of them, more tasks only wait for a pooled
 connection; under a load the worker cannot keep up with, thousands of them then wait, each held in
 memory and walked by every garbage collection, so the worker answers fewer lookups per second the
-further behind it falls (at the RIP-29 shape, a worker without the cache answering 80% of its
-measured peak went from milliseconds to a p50 of 0.4-1 s). Instead, a connection that starts one
-past the bound stops being read until half of them are done: the backlog waits in the sockets,
-where it costs the worker nothing, and the worker keeps answering at its full rate (TCP
+further behind it falls (at the RIP-29 shape, a worker without the cache offered 80% of its
+measured peak answered at twice the CPU per lookup, p50 0.36-0.98 s). Instead, a connection that
+starts one past the bound stops being read until half of them are done: the backlog waits in the
+sockets, where it costs the worker nothing, not in tasks whose cost grows with it (TCP
 backpressure, as issue #26 asks for overload).
 """
 
