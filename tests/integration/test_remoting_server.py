@@ -55,6 +55,17 @@ async def route_code(addr: str, topic: str = "TopicTest") -> int:
         return (await c.invoke(105, {"topic": topic})).code
 
 
+async def send_burst(
+    addr: str, burst: list[RemotingCommand]
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Every frame of ``burst`` in one write, on a connection of its own (a client far ahead of
+    the worker)."""
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"".join(encode(cmd) for cmd in burst))
+    return reader, writer
+
+
 async def test_many_requests_in_flight_on_one_connection(node: tuple[Any, str]) -> None:
     _, addr = node
     async with await RemotingClient.connect(addr) as c:
@@ -72,9 +83,7 @@ async def test_a_burst_of_frames_in_one_write_is_answered_whole(node: tuple[Any,
     async with await RemotingClient.connect(addr) as c:
         await broker(c).register()
         burst = [c.request(105, {"topic": "TopicTest" if i % 3 else "Missing"}) for i in range(2000)]
-        host, port = addr.rsplit(":", 1)
-        reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(b"".join(encode(cmd) for cmd in burst))
+        reader, writer = await send_burst(addr, burst)
         decoder = FrameDecoder(1 << 26)
         replies: list[RemotingCommand] = []
         while len(replies) < 2000:
@@ -111,9 +120,7 @@ async def test_a_backlog_is_answered_a_turn_at_a_time(node: tuple[Any, str]) -> 
     async with await RemotingClient.connect(addr) as c:  # open throughout: it holds the broker
         await broker(c).register()
         burst = [c.request(105, {"topic": "TopicTest"}) for _ in range(2000)]
-        host, port = addr.rsplit(":", 1)
-        reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(b"".join(encode(cmd) for cmd in burst))
+        reader, writer = await send_burst(addr, burst)
         replies = asyncio.ensure_future(read_replies(reader, 2000))
         conns = app.app[REMOTING].connections
         seen_waiting = 0
@@ -141,9 +148,7 @@ async def test_lookups_reading_redis_past_the_pool_leave_the_socket_unread(setti
         async with await RemotingClient.connect(addr) as c:
             await broker(c).register()
             burst = [c.request(105, {"topic": "TopicTest" if i % 3 else "Missing"}) for i in range(2000)]
-            host, port = addr.rsplit(":", 1)
-            reader, writer = await asyncio.open_connection(host, int(port))
-            writer.write(b"".join(encode(cmd) for cmd in burst))
+            reader, writer = await send_burst(addr, burst)
             replies = asyncio.ensure_future(read_replies(reader, 2000))
             server = app.app[REMOTING]
             most, held = 0, False
@@ -228,9 +233,7 @@ async def test_drain_answers_every_lookup_it_read(settings: Settings) -> None:
     async with await RemotingClient.connect(addr) as c:
         await broker(c).register()
         burst = [c.request(105, {"topic": "TopicTest"}, version=400) for _ in range(600)]
-        host, port = addr.rsplit(":", 1)
-        reader, writer = await asyncio.open_connection(host, int(port))
-        writer.write(b"".join(encode(cmd) for cmd in burst))
+        reader, writer = await send_burst(addr, burst)
         replies = asyncio.ensure_future(read_replies(reader, len(burst)))
         conns = app.app[REMOTING].connections
         for _ in range(100_000):  # until the worker has read the burst: a turn of the loop each
