@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bench import cpu_speed
 from bench.overload import section as overload_section
 from bench.side_by_side import side_by_side
 from bench.tables import mib as _mib
@@ -40,7 +41,8 @@ def _header(result: dict[str, Any]) -> list[str]:
     bg = meta.get("background_cores")
     out.append(
         f"machine   {meta['cpu_count']} cores (os.cpu_count; {meta['cpus_usable']} usable) · "
-        f"{meta['cpu_model']} · {meta['platform']}"
+        f"{meta['cpu_model']} · {meta['platform']} · "
+        + cpu_speed.describe(meta.get("python_loop_s"), meta.get("python_loop_s_at_end"))
     )
     out.append(
         f"software  Python {meta['python']} · {meta['loop']} · aiohttp {meta['aiohttp']} · "

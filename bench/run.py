@@ -29,7 +29,7 @@ import orjson
 import redis
 from redis.asyncio import Redis
 
-from bench import procs
+from bench import cpu_speed, procs
 from bench.config import BenchConfig, parse_config
 from bench.fleet import LONG_TIMEOUT_MS, Bench
 from bench.liveness import run_crashed, run_silent
@@ -122,6 +122,8 @@ async def machine_facts(cfg: BenchConfig) -> dict[str, Any]:
         "namesrv": _version("namesrv-fleet"),
         "loadavg_at_start": os.getloadavg(),
         "background_cores": await wait_quiet(cfg),
+        # after the wait: the speed the run starts at, on a machine as quiet as it got
+        "python_loop_s": cpu_speed.for_run(cfg.smoke),
     }
 
 
@@ -222,6 +224,7 @@ async def run(cfg: BenchConfig) -> dict[str, Any]:  # noqa: C901 - the phases in
         ok = not result.get("failures")
     finally:
         await b.close()
+        result["meta"]["python_loop_s_at_end"] = cpu_speed.for_run(cfg.smoke)
         result["meta"]["wall_seconds"] = round(time.perf_counter() - started, 1)
         if ok and not cfg.keep_logs:
             shutil.rmtree(log_dir, ignore_errors=True)

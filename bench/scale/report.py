@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench import cpu_speed
+
 Rows = dict[str, Any]
 Cell = Callable[[Rows], str]
 
@@ -209,7 +211,8 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         f"bench-scale {meta['started']} git {meta['git']}; {meta['cpus_usable']} CPUs ({meta['cpu_model']}), "
         f"load average at start {meta['loadavg_at_start'][0]:.2f}, "
-        f"other processes {meta['background_cores']:.2f} cores",
+        f"other processes {meta['background_cores']:.2f} cores; "
+        + cpu_speed.describe(meta.get("python_loop_s"), meta.get("python_loop_s_at_end")),
         "",
         "| row | " + " | ".join(f"{shape} / {target}" for shape, target, _ in columns) + " |",
         "|---|" + "---|" * len(columns),

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench.cpu_speed import describe
 from bench.scale.report import ROWS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,6 +181,9 @@ def test_scale_smoke_prints_every_row_and_writes_json(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-4000:] + "\n" + proc.stderr[-6000:]
     result = json.loads((tmp_path / "latest.json").read_text())
     assert set(result) == {"config", "meta", "shapes", "table"}
+    meta = result["meta"]
+    assert meta["python_loop_s"] > 0 and meta["python_loop_s_at_end"] > 0
+    assert describe(meta["python_loop_s"], meta["python_loop_s_at_end"]) in result["table"].splitlines()[0]
     assert list(result["shapes"]) == ["rip29", "wide", "many"]
     for name, targets in result["shapes"].items():
         assert list(targets) == ["fleet"]

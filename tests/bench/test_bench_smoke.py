@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.ceiling import CeilingProtocol, ReplyTemplate
+from bench.cpu_speed import describe
 from bench.load_jobs import LoadJob, summarize
 from bench.loadgen import OPAQUE_BASE, remoting_request_parts, run_job
 from bench.report import render
@@ -103,6 +104,9 @@ def test_smoke_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
     assert result["config"]["smoke"] is True and "failures" not in result
     meta = result["meta"]
     assert meta["cpu_count"] >= 1 and meta["redis_server"] and meta["python"]
+    # the machine's speed, timed before and after, printed beside the figures it explains
+    assert meta["python_loop_s"] > 0 and meta["python_loop_s_at_end"] > 0
+    assert describe(meta["python_loop_s"], meta["python_loop_s_at_end"]) in result["table"]
     # every scenario, each with its throughput, latency and who used the cores
     keys = {
         (r["scenario"]["protocol"], r["scenario"]["server"], r["scenario"]["size"], r["scenario"]["load"])
