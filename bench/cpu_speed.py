@@ -8,24 +8,26 @@ fixed pure-Python loop before and after they run and print it beside their table
 
 from __future__ import annotations
 
+import statistics
 import time
 
 LOOP_ITERATIONS = 3_000_000
-ROUNDS = 3
+ROUNDS = 5
 
 
 def loop_seconds(iterations: int = LOOP_ITERATIONS, rounds: int = ROUNDS) -> float:
-    """The fastest of ``rounds`` timings of an empty ``for`` loop of ``iterations`` (the fastest:
-    a round the scheduler interrupted says nothing about the core)."""
+    """The median of ``rounds`` timings of an empty ``for`` loop of ``iterations``. The median, not
+    the fastest: this VM's cores change speed within seconds (rounds of 0.05 and 0.14 s a second
+    apart), and a run lasts minutes."""
     if iterations <= 0 or rounds <= 0:
         raise ValueError("iterations and rounds must be positive")
-    best = float("inf")
+    timings = []
     for _ in range(rounds):
         started = time.perf_counter()
         for _ in range(iterations):
             pass
-        best = min(best, time.perf_counter() - started)
-    return round(best, 3)
+        timings.append(time.perf_counter() - started)
+    return round(statistics.median(timings), 3)
 
 
 def for_run(smoke: bool) -> float:
