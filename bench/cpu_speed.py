@@ -1,18 +1,36 @@
-"""How fast one core of this machine runs Python right now: the yardstick for comparing runs.
+"""How fast this machine runs right now: the yardstick for comparing runs.
 
-The same code on the same 2-core VM has shown lookup peaks and heal times that differ by 1.5-2x
-from one hour to the next, with nothing else running: the host gives the VM faster or slower
-cores. A run's figures mean little without the speed they were taken at, so both benches time a
-fixed pure-Python loop before and after they run and print it beside their tables.
+The same code on the same 2-core VM has shown lookup peaks, registration and heal times 1.5-2x
+apart from one hour to the next, with nothing else running, and a Java NameServer beside it
+slowed down alike: the host gives the VM faster or slower service. A run's figures mean little
+without the speed they were taken at, so both benches time two probes before and after they run
+and print them beside their tables:
+
+* ``loop_s``: an empty 3-million-iteration Python loop (one core's raw speed);
+* ``round_trip_us``: one byte sent back and forth between two processes over a socket pair
+  (two system calls and two wake-ups each way: what every request on loopback pays). On a
+  microVM this is what changes when the host is busy even while the loop stays fast: a run with
+  the loop at 0.050 s still registered at half the speed of the fast state.
+
+``python -m bench.cpu_speed`` prints both as JSON; the benches run it as a child process (it
+forks, which a process with threads and an event loop must not).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import socket
 import statistics
+import subprocess
+import sys
 import time
+from typing import Any
 
 LOOP_ITERATIONS = 3_000_000
 ROUNDS = 5
+ROUND_TRIPS = 20_000
 
 
 def loop_seconds(iterations: int = LOOP_ITERATIONS, rounds: int = ROUNDS) -> float:
@@ -30,16 +48,75 @@ def loop_seconds(iterations: int = LOOP_ITERATIONS, rounds: int = ROUNDS) -> flo
     return round(statistics.median(timings), 3)
 
 
-def for_run(smoke: bool) -> float:
-    """A bench's timing: one round for a smoke run (its figures mean nothing anyway)."""
-    return loop_seconds(rounds=1 if smoke else ROUNDS)
+def round_trip_us(trips: int = ROUND_TRIPS) -> float:
+    """Mean µs of one round trip of a byte to a forked child and back over a socket pair."""
+    if trips <= 0:
+        raise ValueError("trips must be positive")
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the child echoes each byte, then leaves without running any cleanup
+        ours.close()
+        try:
+            for _ in range(trips):
+                theirs.sendall(theirs.recv(1))
+        finally:
+            os._exit(0)
+    theirs.close()
+    try:
+        started = time.perf_counter()
+        for _ in range(trips):
+            ours.sendall(b"x")
+            ours.recv(1)
+        elapsed = time.perf_counter() - started
+    finally:
+        ours.close()
+        os.waitpid(pid, 0)
+    return round(elapsed / trips * 1e6, 1)
 
 
-def describe(start: float | None, end: float | None) -> str:
-    """The header's words: ``3M-iteration Python loop 0.062 s at start, 0.071 s at end``."""
-    if start is None:
-        return "Python loop speed not measured"
-    text = f"{LOOP_ITERATIONS // 1_000_000}M-iteration Python loop {start:.3f} s at start"
-    if end is not None:
-        text += f", {end:.3f} s at end"
+def probe(rounds: int = ROUNDS) -> dict[str, float]:
+    return {"loop_s": loop_seconds(rounds=rounds), "round_trip_us": round_trip_us()}
+
+
+def for_run(smoke: bool) -> dict[str, Any]:
+    """Both probes, from a child process; one round for a smoke run (its figures mean nothing).
+    A probe that fails is reported as such: it must not fail the bench."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.cpu_speed", "--rounds", "1" if smoke else str(ROUNDS)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        speed: dict[str, Any] = json.loads(done.stdout)
+        return speed
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def describe(start: dict[str, Any] | None, end: dict[str, Any] | None) -> str:
+    """The header's words: ``speed: Python loop 0.062 s, round trip 14.1 µs at start; 0.071 s,
+    15.0 µs at end``."""
+
+    def one(speed: dict[str, Any]) -> str:
+        if "loop_s" not in speed:
+            return "not measured"
+        return f"{speed['loop_s']:.3f} s, {speed['round_trip_us']:.1f} µs"
+
+    if not start:
+        return "speed not measured"
+    text = f"speed (3M-iteration Python loop, socket round trip): {one(start)} at start"
+    if end:
+        text += f"; {one(end)} at end"
     return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="loop timings to take the median of")
+    print(json.dumps(probe(parser.parse_args().rounds)))
+
+
+if __name__ == "__main__":
+    main()

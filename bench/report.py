@@ -42,7 +42,7 @@ def _header(result: dict[str, Any]) -> list[str]:
     out.append(
         f"machine   {meta['cpu_count']} cores (os.cpu_count; {meta['cpus_usable']} usable) · "
         f"{meta['cpu_model']} · {meta['platform']} · "
-        + cpu_speed.describe(meta.get("python_loop_s"), meta.get("python_loop_s_at_end"))
+        + cpu_speed.describe(meta.get("speed"), meta.get("speed_at_end"))
     )
     out.append(
         f"software  Python {meta['python']} · {meta['loop']} · aiohttp {meta['aiohttp']} · "

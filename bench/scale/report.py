@@ -212,7 +212,7 @@ def render(result: dict[str, Any]) -> str:
         f"bench-scale {meta['started']} git {meta['git']}; {meta['cpus_usable']} CPUs ({meta['cpu_model']}), "
         f"load average at start {meta['loadavg_at_start'][0]:.2f}, "
         f"other processes {meta['background_cores']:.2f} cores; "
-        + cpu_speed.describe(meta.get("python_loop_s"), meta.get("python_loop_s_at_end")),
+        + cpu_speed.describe(meta.get("speed"), meta.get("speed_at_end")),
         "",
         "| row | " + " | ".join(f"{shape} / {target}" for shape, target, _ in columns) + " |",
         "|---|" + "---|" * len(columns),

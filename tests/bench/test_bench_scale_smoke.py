@@ -182,8 +182,9 @@ def test_scale_smoke_prints_every_row_and_writes_json(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "latest.json").read_text())
     assert set(result) == {"config", "meta", "shapes", "table"}
     meta = result["meta"]
-    assert meta["python_loop_s"] > 0 and meta["python_loop_s_at_end"] > 0
-    assert describe(meta["python_loop_s"], meta["python_loop_s_at_end"]) in result["table"].splitlines()[0]
+    for speed in (meta["speed"], meta["speed_at_end"]):
+        assert speed["loop_s"] > 0 and speed["round_trip_us"] > 0
+    assert describe(meta["speed"], meta["speed_at_end"]) in result["table"].splitlines()[0]
     assert list(result["shapes"]) == ["rip29", "wide", "many"]
     for name, targets in result["shapes"].items():
         assert list(targets) == ["fleet"]

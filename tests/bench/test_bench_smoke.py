@@ -105,8 +105,9 @@ def test_smoke_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
     meta = result["meta"]
     assert meta["cpu_count"] >= 1 and meta["redis_server"] and meta["python"]
     # the machine's speed, timed before and after, printed beside the figures it explains
-    assert meta["python_loop_s"] > 0 and meta["python_loop_s_at_end"] > 0
-    assert describe(meta["python_loop_s"], meta["python_loop_s_at_end"]) in result["table"]
+    for speed in (meta["speed"], meta["speed_at_end"]):
+        assert speed["loop_s"] > 0 and speed["round_trip_us"] > 0
+    assert describe(meta["speed"], meta["speed_at_end"]) in result["table"]
     # every scenario, each with its throughput, latency and who used the cores
     keys = {
         (r["scenario"]["protocol"], r["scenario"]["server"], r["scenario"]["size"], r["scenario"]["load"])
