@@ -123,7 +123,7 @@ async def machine_facts(cfg: BenchConfig) -> dict[str, Any]:
         "loadavg_at_start": os.getloadavg(),
         "background_cores": await wait_quiet(cfg),
         # after the wait: the speed the run starts at, on a machine as quiet as it got
-        "speed": cpu_speed.for_run(cfg.smoke),
+        "speed": await asyncio.to_thread(cpu_speed.for_run, cfg.smoke),
     }
 
 
@@ -224,7 +224,7 @@ async def run(cfg: BenchConfig) -> dict[str, Any]:  # noqa: C901 - the phases in
         ok = not result.get("failures")
     finally:
         await b.close()
-        result["meta"]["speed_at_end"] = cpu_speed.for_run(cfg.smoke)
+        result["meta"]["speed_at_end"] = await asyncio.to_thread(cpu_speed.for_run, cfg.smoke)
         result["meta"]["wall_seconds"] = round(time.perf_counter() - started, 1)
         if ok and not cfg.keep_logs:
             shutil.rmtree(log_dir, ignore_errors=True)

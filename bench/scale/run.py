@@ -40,7 +40,7 @@ async def run(cfg: ScaleConfig) -> dict[str, Any]:
             "loadavg_at_start": os.getloadavg(),
             # cores the rest of the machine (other users of it) kept busy just before the run
             "background_cores": round(await background_cores(0.3 if cfg.smoke else 2.0), 2),
-            "speed": cpu_speed.for_run(cfg.smoke),
+            "speed": await asyncio.to_thread(cpu_speed.for_run, cfg.smoke),
         },
         "shapes": {},
     }
@@ -58,7 +58,7 @@ async def run(cfg: ScaleConfig) -> dict[str, Any]:
                 await asyncio.get_running_loop().run_in_executor(None, pool.close)
         result["shapes"][name] = targets
     result["meta"]["loadavg_at_end"] = os.getloadavg()
-    result["meta"]["speed_at_end"] = cpu_speed.for_run(cfg.smoke)
+    result["meta"]["speed_at_end"] = await asyncio.to_thread(cpu_speed.for_run, cfg.smoke)
     result["meta"]["wall_seconds"] = round(time.perf_counter() - started, 1)
     return result
 
