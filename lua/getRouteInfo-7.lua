@@ -39,7 +39,7 @@
     of every address returned: a cache extends them as heartbeats come in.
     While the fleet is silent (silence.lua), deadlines are judged at its last beat.
   Complexity: O(broker names of the topic x their ids); with ARGV[3] '0' and no address past its
-  deadline, O(broker names of the topic + log of the deadlines).
+  deadline, O(broker names of the topic) and one read of the earliest deadline.
 ]]
 --- @include "common"
 --- @include "silence"
@@ -61,8 +61,14 @@ for i = 1, #names, 500 do
   local got = rcall('HMGET', KEYS[2], unpack(names, i, last))
   for j = i, last do raws[j] = got[j - i + 1] end
 end
-local nothingExpired = not forCache
-  and #rcall('ZRANGEBYSCORE', KEYS[3], '-inf', string.format('(%d', judged), 'LIMIT', 0, 1) == 0
+-- The earliest deadline of every address says both whether any is past (then the full path
+-- below hides it) and, when none is, until when this answer holds.
+local earliest = nil
+if not forCache then
+  local first = rcall('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  earliest = tonumber(first[2])
+end
+local nothingExpired = not forCache and (earliest == nil or earliest >= judged)
 if nothingExpired then
   for i = 1, #names do
     if raws[i] then
@@ -72,8 +78,7 @@ if nothingExpired then
       hidden[#hidden + 1] = names[i]
     end
   end
-  local first = rcall('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-  if first[2] then validUntil = tonumber(first[2]) end
+  validUntil = earliest
 else
   local decoded, membersOf, all = {}, {}, {}
   for i = 1, #names do
