@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.fleet import Bench, worker_counters
 from bench.load_jobs import LoadJob, LoadResult, Protocol
-from bench.procs import CpuMeter, settle, with_other
+from bench.procs import CpuMeter, CpuWaitMeter, settle, with_other
 from bench.redisstats import LUA_COMMANDS, commandstats, lua_summary, reset_stats
 from bench.stats import bucket_p99s
 
@@ -68,6 +68,8 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         "idle_servers": [p for p in pids["workers"] + pids["ceilings"] if p not in tested],
     }
     meter = CpuMeter(roles)
+    waits = CpuWaitMeter(tested)
+    waited: dict[str, Any] = {}
     cores: dict[str, float] = {}
     redis_stats: dict[str, dict[str, float]] = {}
     slowlog = b.log()
@@ -80,9 +82,11 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         await slowlog.collect()  # drop what the warm-up logged
         counted_before.update(await worker_counters(fleet_urls))
         meter.start()
+        waits.start()
 
     async def window_end() -> None:
         cores.update(meter.stop())
+        waited.update(waits.stop() or {})
         redis_stats.update(await commandstats(b.redis))
         after = await worker_counters(fleet_urls)
         counted.update({k: v - counted_before.get(k, 0.0) for k, v in after.items()})
@@ -116,6 +120,9 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         "route_cache": {k.removeprefix("cache."): v for k, v in counted.items() if k.startswith("cache.")},
         # by the workers' own clocks: requests and GC pauses of the window, and those over 5 ms
         "worker_side": {k: v for k, v in counted.items() if not k.startswith("cache.")},
+        # how long the servers under test were runnable but waiting for a CPU (kernel schedstat;
+        # None where it keeps none): a tail the servers did not make themselves
+        "server_cpu_wait": waited or None,
         "settle_seconds": settled,
     }
 
@@ -204,6 +211,10 @@ def _line(row: dict[str, Any]) -> str:
         caught = [f"{how} {seen.get(f'catch_up.{how}', 0):,.0f}" for how in ("in_flight", "read", "failed")]
         outcome += "  catch-ups: " + ", ".join(caught)
         outcome += f"  probe vouched {seen.get('probe.vouched', 0):,.0f}"
+    waited = row.get("server_cpu_wait")
+    if waited:
+        most = waited["max_step_ms"]
+        outcome += f"  waited for a CPU {waited['ms']:,.0f} ms (at most {most:.0f} ms in 100 ms)"
     return (
         f"  {row['rps']:>9,.0f} req/s  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  "
         f"errors {row['errors']}  cores: load {c.get('load', 0):.2f} server {c.get('server', 0):.2f} "

@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -38,6 +39,25 @@ def cpu_seconds(pid: int) -> float:
     # The command name may contain spaces; the fields after it start after the last ')'.
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
+
+
+def cpu_wait_seconds(pid: int) -> float | None:
+    """How long the threads of ``pid`` have been runnable but not running, waiting for a CPU, so
+    far (the kernel's ``schedstat``); None where the kernel keeps no schedstat or the process is
+    gone. A thread that ended takes its share with it: a window's difference can only undercount."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    waited_ns, seen = 0, False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
+                waited_ns += int(f.read().split()[1])  # on-CPU ns, runqueue-wait ns, timeslices
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended between the listing and the read
+        seen = True
+    return waited_ns / 1e9 if seen else None
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -94,6 +114,54 @@ class CpuMeter:
         cores["machine"] = (busy - self._machine[0]) / wall
         cores["machine_idle"] = ((total - self._machine[1]) - (busy - self._machine[0])) / wall
         return cores
+
+
+class CpuWaitMeter:
+    """How long a set of processes waited for a CPU over a window: in all, and in each ``step``
+    (100 ms, beside the load generator's 100 ms latency buckets). A process that waits while the
+    machine has cores idle on average is not starved of CPU time but of the CPU at the moment its
+    work arrived: that is what makes a tail on a busy 2-core machine without the process' doing."""
+
+    def __init__(self, pids: list[int], step: float = 0.1) -> None:
+        self.pids = pids
+        self.step = step
+        self._first: float | None = None
+        self._steps: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def _sample(self) -> float | None:
+        waits = [cpu_wait_seconds(p) for p in self.pids]
+        return None if not waits or None in waits else sum(w for w in waits if w is not None)
+
+    def start(self) -> None:
+        self._first = self._sample()
+        self._steps = []
+        if self._first is not None:
+            self._task = asyncio.get_running_loop().create_task(self._follow(self._first))
+
+    async def _follow(self, last: float) -> None:
+        while True:
+            await asyncio.sleep(self.step)
+            now = self._sample()
+            if now is None:
+                return
+            self._steps.append(max(0.0, now - last) * 1000)
+            last = now
+
+    def stop(self) -> dict[str, Any] | None:
+        """{'ms': waited in all, 'max_step_ms': the most in one step, 'by_step_ms': each step},
+        or None where schedstat was not there to read."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        end = self._sample()
+        if self._first is None or end is None:
+            return None
+        return {
+            "ms": round(max(0.0, end - self._first) * 1000, 1),
+            "max_step_ms": round(max(self._steps, default=0.0), 1),
+            "by_step_ms": [round(v, 1) for v in self._steps],
+        }
 
 
 # An idle worker is not at 0 cores: its change feed polls Redis every few tens of ms to keep the

@@ -67,15 +67,23 @@ def _errors_note(row: dict[str, Any]) -> str:
 
 
 def _worker_side(row: dict[str, Any]) -> str:
-    """Whether a tail the load generator saw was inside the workers (by their own clocks)."""
+    """Whether a tail the load generator saw was inside the workers (by their own clocks), and
+    how long the workers were kept waiting for a CPU meanwhile (by the kernel's)."""
     seen = row.get("worker_side")
-    if not seen or not seen.get("requests"):
-        return ""
-    return (
-        f"workers' own clocks: {seen.get('requests.slow', 0):,.0f} of {seen['requests']:,.0f} requests, "
-        f"{seen.get('gc.slow', 0):,.0f} of {seen.get('gc', 0):,.0f} GC pauses and "
-        f"{seen.get('loop.slow', 0):,.0f} of {seen.get('loop', 0):,.0f} loop ticks over 5 ms"
-    )
+    notes = []
+    if seen and seen.get("requests"):
+        notes.append(
+            f"workers' own clocks: {seen.get('requests.slow', 0):,.0f} of {seen['requests']:,.0f} requests, "
+            f"{seen.get('gc.slow', 0):,.0f} of {seen.get('gc', 0):,.0f} GC pauses and "
+            f"{seen.get('loop.slow', 0):,.0f} of {seen.get('loop', 0):,.0f} loop ticks over 5 ms"
+        )
+    waited = row.get("server_cpu_wait")
+    if waited:
+        notes.append(
+            f"the workers waited {waited['ms']:,.0f} ms for a CPU, "
+            f"at most {waited['max_step_ms']:.0f} ms in one 100 ms step"
+        )
+    return "; ".join(notes)
 
 
 def _phase_noise(row: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from bench.fleet import worker_counters
 from bench.load_jobs import LoadJob
 from bench.loadgen import LoadPool
-from bench.procs import CpuMeter, with_other
+from bench.procs import CpuMeter, CpuWaitMeter, with_other
 from bench.redisstats import commandstats, reset_stats
 from bench.scale.shapes import CLUSTER, Shape
 from namesrv.domain.codes import RequestCode
@@ -148,8 +148,11 @@ async def lookup_window(
     """One load job; over its window the cores of each role, with ``redis`` what Redis did per
     lookup (its commandstats reset at the window's start), and with ``worker_urls`` what those
     workers counted meanwhile (route cache outcomes, catch-ups, requests and loop ticks over
-    5 ms by their own clocks: a tail made inside the workers, or by a stale cache, shows there)."""
+    5 ms by their own clocks: a tail made inside the workers, or by a stale cache, shows there),
+    and how long the ``server`` processes waited for a CPU (a tail the scheduler made)."""
     meter = CpuMeter(roles)
+    waits = CpuWaitMeter(roles.get("server", []))
+    waited: dict[str, Any] = {}
     cores: dict[str, float] = {}
     stats: dict[str, dict[str, float]] = {}
     counted: list[dict[str, float]] = []
@@ -160,11 +163,13 @@ async def lookup_window(
         if worker_urls:
             counted.append(await worker_counters(list(worker_urls)))
         meter.start()
+        waits.start()
         if on_start is not None:
             await on_start()
 
     async def end() -> None:
         cores.update(meter.stop())
+        waited.update(waits.stop() or {})
         if worker_urls:
             counted.append(await worker_counters(list(worker_urls)))
         if redis is not None:
@@ -196,6 +201,7 @@ async def lookup_window(
     if stats:
         row["redis_us_per_lookup"] = sum(v["usec"] for v in stats.values()) / done
         row["redis_calls_per_lookup"] = sum(v["calls"] for v in stats.values()) / done
+    row["server_cpu_wait"] = waited or None
     if len(counted) == 2:
         before, after = counted
         row["workers_counted"] = {k: after[k] - before.get(k, 0.0) for k in sorted(after)}
@@ -211,8 +217,13 @@ def inside_workers(row: dict[str, Any]) -> str:
         return "workers counted nothing"
     slow, ticks, gc = (seen.get(f"{k}.slow", 0) for k in ("requests", "loop", "gc"))
     read, in_flight = seen.get("catch_up.read", 0), seen.get("catch_up.in_flight", 0)
-    return (
+    words = (
         f"inside the workers >5 ms: {slow:,.0f} of {seen['requests']:,.0f} requests, "
         f"{ticks:,.0f} loop ticks, {gc:,.0f} GC pauses; "
         f"catch-ups read {read:,.0f}, in flight {in_flight:,.0f}"
     )
+    waited = row.get("server_cpu_wait")
+    if waited:
+        most = waited["max_step_ms"]
+        words += f"; waited for a CPU {waited['ms']:,.0f} ms, at most {most:.0f} ms in 100 ms"
+    return words

@@ -70,6 +70,7 @@ LOOKUP_KEYS = {
     "peak_redis_us_per_lookup",
     "workers",
     "workers_counted",
+    "server_cpu_wait",
 }
 ADMIN_KEYS = {"outcome", "code", "body_bytes", "over_frame_limit", "ms"}
 HEAL_KEYS = {
@@ -134,6 +135,9 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
         counted = row["workers_counted"]
         assert {"requests", "requests.slow", "loop", "loop.slow", "gc.slow"} <= set(counted)
         assert counted["requests"] > 0
+        # how long the workers waited for a CPU meanwhile, from the kernel
+        waited = row["server_cpu_wait"]
+        assert waited is not None and waited["ms"] >= 0 and waited["max_step_ms"] <= waited["ms"]
     cycle = rows["cycle"]
     assert set(cycle) == {
         "seconds",

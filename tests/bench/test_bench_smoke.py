@@ -121,6 +121,9 @@ def test_smoke_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
     for row in result["lookups"]:
         assert row["completed"] > 0 and row["rps"] >= 0
         assert {"load", "server", "redis", "other", "machine"} <= set(row["cores"])
+        # how long the servers under test waited for a CPU, read from the kernel over the window
+        waited = row["server_cpu_wait"]
+        assert waited is not None and waited["ms"] >= 0 and waited["max_step_ms"] <= waited["ms"]
     assert {(r["kind"], r["topics"]) for r in result["registration"]} == {
         (kind, size) for kind in ("new", "unchanged", "bumped") for size in (50, 300)
     }

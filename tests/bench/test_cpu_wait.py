@@ -1,0 +1,119 @@
+"""The bench's reading of how long the processes under test waited for a CPU (the kernel's
+schedstat): what tells a tail the workers made from one the 2-core machine's scheduler made."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from bench.lookups import _line
+from bench.procs import CpuWaitMeter, cpu_wait_seconds
+from bench.targets import _worker_side
+
+SPIN = "while True: pass"
+
+
+@pytest.fixture
+def two_spinners_on_one_cpu() -> Iterator[list[int]]:
+    """Two processes that never sleep, both allowed on one CPU only: each is runnable all the
+    time and can run only while the other does not, so each waits for the CPU about half of
+    the time, whatever else the machine is doing."""
+    cpu = min(os.sched_getaffinity(0))
+    procs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(2)]
+    try:
+        for p in procs:
+            os.sched_setaffinity(p.pid, {cpu})
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def _gone_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_process_that_shares_one_cpu_with_a_spinner_waits_for_it(
+    two_spinners_on_one_cpu: list[int],
+) -> None:
+    pid = two_spinners_on_one_cpu[0]
+    before = cpu_wait_seconds(pid)
+    assert before is not None
+
+    async def window() -> dict[str, object] | None:
+        meter = CpuWaitMeter([pid], step=0.1)
+        meter.start()
+        await asyncio.sleep(1.0)
+        return meter.stop()
+
+    waited = asyncio.run(window())
+    assert waited is not None
+    # about 500 ms of the second; a busier machine only makes it more
+    assert waited["ms"] > 200  # type: ignore[operator]
+    steps = waited["by_step_ms"]
+    assert isinstance(steps, list) and len(steps) >= 5
+    assert waited["max_step_ms"] == max(steps)
+    assert sum(steps) <= waited["ms"]  # type: ignore[operator]
+    after = cpu_wait_seconds(pid)
+    assert after is not None and after > before
+
+
+def test_the_threads_of_a_process_are_summed() -> None:
+    # this very process: its main thread and whatever pytest started are all read
+    assert cpu_wait_seconds(os.getpid()) is not None
+
+
+def test_a_process_that_is_gone_is_not_measured() -> None:
+    pid = _gone_pid()
+    assert cpu_wait_seconds(pid) is None
+
+    async def window() -> dict[str, object] | None:
+        meter = CpuWaitMeter([os.getpid(), pid])
+        meter.start()
+        await asyncio.sleep(0.05)
+        return meter.stop()
+
+    assert asyncio.run(window()) is None
+
+
+def _row(waited: dict[str, object] | None) -> dict[str, object]:
+    return {
+        "rps": 1000.0,
+        "p50_ms": 0.5,
+        "p99_ms": 9.0,
+        "errors": 0,
+        "cores": {"load": 0.5, "server": 0.8, "redis": 0.01, "other": 0.0},
+        "worker_side": {
+            "requests": 5000.0,
+            "requests.slow": 12.0,
+            "gc": 1.0,
+            "loop": 480.0,
+            "loop.slow": 2.0,
+        },
+        "server_cpu_wait": waited,
+    }
+
+
+def test_a_missed_target_says_how_long_the_workers_waited_for_a_cpu() -> None:
+    note = _worker_side(_row({"ms": 812.4, "max_step_ms": 33.2, "by_step_ms": [33.2]}))
+    assert note == (
+        "workers' own clocks: 12 of 5,000 requests, 0 of 1 GC pauses and 2 of 480 loop ticks over 5 ms; "
+        "the workers waited 812 ms for a CPU, at most 33 ms in one 100 ms step"
+    )
+    assert _worker_side(_row(None)) == (
+        "workers' own clocks: 12 of 5,000 requests, 0 of 1 GC pauses and 2 of 480 loop ticks over 5 ms"
+    )
+
+
+def test_the_progress_line_prints_the_wait() -> None:
+    line = _line(_row({"ms": 1234.0, "max_step_ms": 41.0, "by_step_ms": [41.0]}))
+    assert line.endswith("waited for a CPU 1,234 ms (at most 41 ms in 100 ms)")
+    assert "waited for a CPU" not in _line(_row(None))
