@@ -214,7 +214,7 @@ def _line(row: dict[str, Any]) -> str:
     waited = row.get("server_cpu_wait")
     if waited:
         most = waited["max_step_ms"]
-        outcome += f"  waited for a CPU {waited['ms']:,.0f} ms (at most {most:.0f} ms in 100 ms)"
+        outcome += f"  waited for a CPU {waited['ms']:,.0f} ms (one at most {most:.0f} ms of 100 ms)"
     return (
         f"  {row['rps']:>9,.0f} req/s  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  "
         f"errors {row['errors']}  cores: load {c.get('load', 0):.2f} server {c.get('server', 0):.2f} "

@@ -81,7 +81,7 @@ def _worker_side(row: dict[str, Any]) -> str:
     if waited:
         notes.append(
             f"the workers waited {waited['ms']:,.0f} ms for a CPU, "
-            f"at most {waited['max_step_ms']:.0f} ms in one 100 ms step"
+            f"one of them at most {waited['max_step_ms']:.0f} ms of one 100 ms step"
         )
     return "; ".join(notes)
 

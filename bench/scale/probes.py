@@ -225,5 +225,5 @@ def inside_workers(row: dict[str, Any]) -> str:
     waited = row.get("server_cpu_wait")
     if waited:
         most = waited["max_step_ms"]
-        words += f"; waited for a CPU {waited['ms']:,.0f} ms, at most {most:.0f} ms in 100 ms"
+        words += f"; waited for a CPU {waited['ms']:,.0f} ms, one at most {most:.0f} ms of 100 ms"
     return words
