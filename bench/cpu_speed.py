@@ -8,9 +8,10 @@ and print them beside their tables:
 
 * ``loop_s``: an empty 3-million-iteration Python loop (one core's raw speed);
 * ``round_trip_us``: one byte sent back and forth between two processes over a socket pair
-  (two system calls and two wake-ups each way: what every request on loopback pays). On a
-  microVM this is what changes when the host is busy even while the loop stays fast: a run with
-  the loop at 0.050 s still registered at half the speed of the fast state.
+  (two system calls and two wake-ups each way: what every request on loopback pays). It tells
+  machines apart where the loop does not (a run with the loop at 0.050 s still registered at
+  half the speed of the fast state), but it falls when the machine is busier: with a CPU hog
+  running, both ends share one core and no idle vCPU has to be woken.
 
 ``python -m bench.cpu_speed`` prints both as JSON; the benches run it as a child process (it
 forks, which a process with threads and an event loop must not).
