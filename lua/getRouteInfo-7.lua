@@ -14,7 +14,8 @@
   KEYS[4]  {ns}:filters         HASH member -> JSON array of filter servers
   KEYS[5]  {ns}:mapping:<topic> HASH brokerName -> TopicQueueMappingInfo JSON
   KEYS[6]  {ns}:kv:ORDER_TOPIC_CONFIG  HASH topic -> order config
-  KEYS[7]  {ns}:meta            HASH lastBeat: the fleet's last contact with Redis (ms)
+  KEYS[7]  {ns}:meta            HASH lastBeat: the fleet's last contact with Redis (ms); instance:
+           the data set's identity (readChanges-2)
 
   ARGV[1]  topic
   ARGV[2]  '1' to read the topic's orderTopicConf (orderMessageEnable)
@@ -27,7 +28,7 @@
            fifths of a 100-group route's Redis time.
 
   Returns: {found, queueDatas, brokerDatas, filterFlat, mappingFlat, orderTopicConf, now, validUntil,
-            hiddenNames, deadlinesFlat}
+            hiddenNames, deadlinesFlat, instance}
     found 0 means TOPIC_NOT_EXIST (no queues, or no live broker); queueDatas and brokerDatas
     are lists of JSON texts; filterFlat is addr, JSON array pairs; mappingFlat is HGETALL of the
     mapping; orderTopicConf is '' when absent or not asked for; now is the Redis clock (ms) and
@@ -36,7 +37,10 @@
     hiddenNames lists the broker names holding queues of the topic that the answer leaves out
     (no BrokerData, or every address past its deadline): if one of them comes back, this answer
     is out of date although it does not mention it. deadlinesFlat is member, deadline pairs
-    of every address returned: a cache extends them as heartbeats come in.
+    of every address returned: a cache extends them as heartbeats come in. instance (only when
+    found is 0, else '') is the data set's identity ('' when none is named yet): a worker whose
+    change feed has not yet noticed that Redis lost its data (restarted empty, flushed, failed
+    over) must not take this "no such topic" from the new, empty data set as an answer.
     While the fleet is silent (silence.lua), deadlines are judged at its last beat.
   Complexity: O(broker names of the topic x their ids); with ARGV[3] '0' and no address past its
   deadline, O(broker names of the topic) and one read of the earliest deadline.
@@ -47,7 +51,10 @@
 local topic, wantOrder, forCache = ARGV[1], ARGV[2] == '1', ARGV[3] == '1'
 local queues = rcall('HGETALL', KEYS[1])
 local now = nowMs()
-if #queues == 0 then return {0, {}, {}, {}, {}, '', now, '', {}, {}} end
+local function absent(hidden)
+  return {0, {}, {}, {}, {}, '', now, '', hidden, {}, rcall('HGET', KEYS[7], 'instance') or ''}
+end
+if #queues == 0 then return absent({}) end
 local judged = judgedAt(KEYS[7], now)
 local qds, bds, shown, hidden, seen = {}, {}, {}, {}, {}
 local validUntil = nil
@@ -112,7 +119,7 @@ else
     end
   end
 end
-if #bds == 0 then return {0, {}, {}, {}, {}, '', now, '', hidden, {}} end
+if #bds == 0 then return absent(hidden) end
 local filters = {}
 if rcall('HLEN', KEYS[4]) > 0 then
   if nothingExpired then
@@ -136,4 +143,4 @@ for member, deadline in pairs(seen) do
   deadlines[#deadlines + 1] = deadline
 end
 return {1, qds, bds, filters, rcall('HGETALL', KEYS[5]), order, now,
-  validUntil and string.format('%d', validUntil) or '', hidden, deadlines}
+  validUntil and string.format('%d', validUntil) or '', hidden, deadlines, ''}

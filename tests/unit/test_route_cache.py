@@ -14,7 +14,13 @@ import pytest
 from namesrv.domain.errors import Busy, NotReady, StoreUnavailable
 from namesrv.domain.model import BrokerData, QueueData, TopicRouteData
 from namesrv.protocol.fastjson import Dialect
-from namesrv.registry.route_cache import MAX_AGE_S, MAX_BYPASSES_IN_FLIGHT, UNAVAILABLE_REMARK, RouteCache
+from namesrv.registry.route_cache import (
+    HEAL_REREAD_S,
+    MAX_AGE_S,
+    MAX_BYPASSES_IN_FLIGHT,
+    UNAVAILABLE_REMARK,
+    RouteCache,
+)
 from namesrv.registry.route_impact import route_impact
 from namesrv.registry.route_lookups import REPLAY_QUIET_S, STALE, Lookup, UncachedRoutes
 from namesrv.store.changelog import EventKind
@@ -835,10 +841,15 @@ async def test_during_a_heal_a_pre_loss_route_answers_without_a_catch_up(
     await c.on_reset("Redis holds a new data set")
     clock.now += 1.0  # the feed is a second behind
     assert c.peek("T") is before and await c.get("T") is before
-    assert c.peek("U") is STALE  # no pre-loss route: as the rule says
+    assert c.peek("U") is None  # no pre-loss route: read at once, no catch-up either
+    registry.routes["U"] = route("a")  # replayed so far
+    read = await c.get("U")
+    assert read is not None and read.data == route("a")
     freshness = c.freshness
     assert isinstance(freshness, ManualFreshness) and freshness.waits == 0
-    assert (c.stats()["heal_hits"], registry.reads) == (2, 1)
+    assert (c.stats()["heal_hits"], registry.reads) == (2, 2)
+    clock.now += 15.0  # the heal is over: catch-ups again, as the rule says
+    assert c.peek("U") is STALE
 
 
 async def test_after_the_heal_each_pre_loss_route_is_served_until_it_is_read_again(
@@ -871,6 +882,76 @@ async def test_after_the_heal_each_pre_loss_route_is_served_until_it_is_read_aga
         again = await c.get("U")
         assert again is not before_u and again is not None and again.data == route("a", "b", "c")
         assert c.stats()["heal_hits"] == 1 and registry.reads == 5
+    finally:
+        await c.close()
+
+
+async def test_during_a_heal_a_route_read_since_the_loss_outlives_the_replays(
+    registry: Registry, clock: Clock
+) -> None:
+    """#27 with cold caches: every replay names every topic (twenty a second per topic at the
+    RIP-29 shape), and every one used to drop the routes read since the loss, or keep a read in
+    flight from being stored: every lookup read its route from Redis, competing with the replays
+    (the cached workers' heal 23-25 s instead of 6). A route read since the loss is kept through
+    replays and read again in the background when a lookup asks for it HEAL_REREAD_S or more
+    after its read; a broker's own change ends it."""
+    c = new_cache(registry, clock, max_entries=10, refresh_s=60.0, heal_s=15.0)
+    c.start()
+    try:
+        await c.on_reset("Redis holds a new data set")
+        clock.now += 0.01
+        registry.routes["T"] = route("a")  # only broker a replayed so far
+        registry.gate = asyncio.Event()
+        reading = asyncio.create_task(c.get("T"))
+        await settle()
+        await c.on_event("registerQueues", queues_written("T", "a", replay=True))  # meanwhile
+        registry.gate.set()
+        partial = await reading
+        registry.gate = None
+        assert partial is not None and await c.get("T") is partial and registry.reads == 1  # kept
+        registry.routes["T"] = route("a", "b")
+        for _ in range(5):  # replays, lookups within HEAL_REREAD_S of the read: not read again
+            clock.now += HEAL_REREAD_S / 10
+            c.freshness.known_at = clock.now
+            await c.on_event("registerQueues", queues_written("T", "b", replay=True))
+            await settle()
+            assert await c.get("T") is partial and c.peek("T") is partial
+        assert registry.reads == 1
+        clock.now += HEAL_REREAD_S  # the next lookup is served and has it read again
+        c.freshness.known_at = clock.now
+        assert await c.get("T") is partial
+        await settle()
+        grown = await c.get("T")
+        assert grown is not None and grown.data == route("a", "b") and registry.reads == 2
+        await c.on_event("registerQueues", queues_written("T", "b", replay=True))
+        assert await c.get("T") is grown and registry.reads == 2
+        registry.routes["T"] = route("b")
+        await c.on_event("registerQueues", queues_written("T", "a", replay=False))
+        after = await c.get("T")  # a broker's own write: Redis answers for it again
+        assert after is not None and after.data == route("b") and registry.reads == 3
+        assert c.healing()
+    finally:
+        await c.close()
+
+
+async def test_a_route_cached_before_the_loss_is_not_read_while_healing(
+    registry: Registry, clock: Clock
+) -> None:
+    """Pre-loss routes are whole; a read during the heal is partial: replays never have them read."""
+    c = new_cache(registry, clock, max_entries=10, refresh_s=60.0, heal_s=15.0)
+    c.start()
+    try:
+        registry.routes["T"] = route("a", "b")
+        before = await c.get("T")
+        await c.on_reset("Redis holds a new data set")
+        registry.routes["T"] = route("a")
+        for _ in range(3):
+            clock.now += HEAL_REREAD_S * 2
+            c.freshness.known_at = clock.now
+            await c.on_event("registerQueues", queues_written("T", "a", replay=True))
+            await settle()
+            assert await c.get("T") is before
+        assert registry.reads == 1
     finally:
         await c.close()
 

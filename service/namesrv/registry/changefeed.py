@@ -99,6 +99,9 @@ class Freshness(Protocol):
     @property
     def reachable(self) -> bool: ...
 
+    @property
+    def instance(self) -> str: ...  # the data set the feed learned from ('' before its first poll)
+
     def down_for(self) -> float: ...
 
     def outage(self, now: float) -> bool: ...

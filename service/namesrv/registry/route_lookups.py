@@ -171,6 +171,8 @@ class Lookup:
         default_factory=dict
     )  # member -> local monotonic deadline, of those shown
     clock_offset: float | None = None  # local monotonic time at Redis time 0, as the read measured it
+    # with no route: the identity of the data set Redis answered from (None: not read)
+    instance: str | None = None
 
 
 Fill = Callable[[str], Awaitable[Lookup]]

@@ -79,6 +79,8 @@ class RouteSnapshot:
     valid_until_ms: int | None  # earliest deadline of the brokers shown (None: none has one)
     hidden_brokers: tuple[str, ...] = ()  # broker names with queues of the topic left out (expired)
     deadlines: Mapping[str, int] = field(default_factory=dict)  # member -> deadline ms of those shown
+    # with no route: the identity of the data set Redis answered from ('' when none is named yet)
+    instance: str | None = None
 
 
 class FeedReply(NamedTuple):
@@ -458,6 +460,7 @@ class RouteInfoArgs:
         "validUntil",
         "hiddenNames",
         "deadlinesFlat",
+        "instance",
     )
     topic: str
     with_order: bool  # read the topic's orderTopicConf too
@@ -481,8 +484,8 @@ class RouteInfoArgs:
 
     def decode(self, reply: Any) -> RouteSnapshot:
         """One snapshot; empty lists (found=0) mean TOPIC_NOT_EXIST."""
-        found, queues, brokers, filters, mappings, order, now, valid_until, hidden, deadlines = reply_of(
-            self, reply
+        found, queues, brokers, filters, mappings, order, now, valid_until, hidden, deadlines, instance = (
+            reply_of(self, reply)
         )
         return RouteSnapshot(
             queue_datas=list(queues) if int(found) else [],
@@ -494,6 +497,7 @@ class RouteInfoArgs:
             valid_until_ms=int(valid_until) if valid_until else None,
             hidden_brokers=tuple(hidden),
             deadlines={member: int(ms) for member, ms in pairs(deadlines).items()},
+            instance=None if int(found) else str(instance),
         )
 
 
