@@ -13,10 +13,12 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
 from namesrv.config import Settings
+from namesrv.domain.codes import Version
 from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest
 from namesrv.keys import REMOTING, SERVICE
 from namesrv.sim.bodies import register_body_json
@@ -29,6 +31,7 @@ from tests.integration.test_redis_trouble import RedisProcess
 from tests.polling import eventually, scaled
 
 TOPICS = {f"broker-{n}": [f"T{n}-{i}" for i in range(200)] for n in "ab"}
+ROUTE_VERSION = Version.V5_3_3  # a 5.x client: the route body is standard JSON
 
 
 @pytest.fixture
@@ -134,6 +137,48 @@ async def test_a_redis_that_restarts_empty_is_healed_by_the_workers(
         print(f"healed in {healed_in:.2f} s")
     finally:
         for c in (conn_a, conn_b, gone, lookups):
+            await c.aclose()
+
+
+async def test_a_worker_with_a_cold_cache_serves_whole_routes_after_the_heal(
+    fleet: list[tuple[Any, str]], redis_process: RedisProcess
+) -> None:
+    """Topics on two brokers, each registered through its own worker, and a worker that cached
+    none of them before the loss: during the heal it reads routes with one broker replayed and
+    keeps them through the replays (they name every topic), so it must read them again: every
+    route whole again, never TOPIC_NOT_EXIST."""
+    (_, addr_a), (_, addr_b) = fleet
+    conn_a, conn_b = await RemotingClient.connect(addr_a), await RemotingClient.connect(addr_b)
+    lookups = await RemotingClient.connect(addr_b)
+    shared = [f"S-{i}" for i in range(100)]
+    try:
+        # broker-a's replay is slow (many more topics): the cold worker reads routes with only
+        # broker-b in them while it runs
+        many = shared + [f"A-{i}" for i in range(30000)]
+        await SimBroker(conn_a, "C", "broker-a", "127.0.0.1:10911", topics=topic_configs(many)).register()
+        await SimBroker(conn_b, "C", "broker-b", "127.0.0.1:10921", topics=topic_configs(shared)).register()
+        await redis_process.stop()
+        await redis_process.start()
+        seen: list[int] = []
+
+        async def widths() -> list[int]:
+            out = []
+            for topic in shared:
+                reply = await lookups.invoke(105, {"topic": topic}, version=ROUTE_VERSION)
+                seen.append(reply.code)
+                out.append(
+                    len(orjson.loads(reply.body)["queueDatas"]) if reply.code == 0 and reply.body else 0
+                )
+            return out
+
+        async def whole() -> bool:
+            return await widths() == [2] * len(shared)
+
+        await eventually(whole, timeout=30, what="every shared route shows both brokers again")
+        assert await widths() == [2] * len(shared)  # and stays so
+        assert 17 not in seen and set(seen) <= {0, 1}
+    finally:
+        for c in (conn_a, conn_b, lookups):
             await c.aclose()
 
 

@@ -934,6 +934,22 @@ async def test_during_a_heal_a_route_read_since_the_loss_outlives_the_replays(
         await c.close()
 
 
+async def test_peek_leaves_a_topic_not_ready_to_get(registry: Registry, clock: Clock) -> None:
+    """During a heal a topic Redis did not hold is "not ready" until a change names it. The
+    remoting fast path peeks inside the transport's read callback: a NotReady raised there
+    closed the client's connection (seen beside CPU hogs in test_heal.py)."""
+    c = new_cache(registry, clock, max_entries=10, heal_s=15.0)
+    await c.on_reset("Redis holds a new data set")
+    with pytest.raises(NotReady):
+        await c.get("T")  # Redis does not hold it yet
+    assert c.peek("T") is None  # fresh knowledge
+    assert c.peek("T", caught_up=True) is None
+    clock.now += 1.0  # the feed behind
+    assert c.peek("T") is None
+    with pytest.raises(NotReady):
+        await c.get("T")
+
+
 async def test_a_route_cached_before_the_loss_is_not_read_while_healing(
     registry: Registry, clock: Clock
 ) -> None:

@@ -188,15 +188,22 @@ class RouteCache:
         can answer (not cached).
 
         ``caught_up``: a catch-up read issued after this lookup arrived has been applied, so
-        memory answers it correctly however late the worker gets to it."""
+        memory answers it correctly however late the worker gets to it.
+
+        Never raises: a topic memory answers "not ready" (during a heal) is left to :meth:`get`,
+        whose callers answer it. The remoting fast path calls this inside the transport's read
+        callback, where a NotReady closed the client's connection."""
         if self._view_of() != self._view:
             return None
-        if caught_up or self.fresh():
-            return self._remembered(topic)
-        if self._outage_servable():
-            return self._remembered(topic, outage=True)
-        if self._heal.open():
-            return self._remembered(topic)  # None: read at once (get), no catch-up
+        try:
+            if caught_up or self.fresh():
+                return self._remembered(topic)
+            if self._outage_servable():
+                return self._remembered(topic, outage=True)
+            if self._heal.open():
+                return self._remembered(topic)  # None: read at once (get), no catch-up
+        except NotReady:
+            return None
         before = self._before_loss_at_once(topic)
         return STALE if before is None else before
 
@@ -590,20 +597,25 @@ class RouteCache:
         times a second per topic at the RIP-29 shape), competing with the replays; and a read
         was never kept, every replay meanwhile counting as a change it might have missed. A
         change other than a replay still ends it (on_event)."""
-        named = list(impact.topics)
-        if impact.broker is not None:
-            named.extend(self._by_broker.topics_of(impact.broker))
-        for topic in named if self._routes else ():
-            entry = self._forget(topic)
-            if entry is not None:
-                self.invalidations += 1
-                self._before_loss[topic] = entry
+        # Each table looked up only when it holds something: every replay names up to a chunk of
+        # topics, while with a warm cache the tables are empty (the pre-loss routes are kept apart).
+        if self._routes:
+            named = list(impact.topics)
+            if impact.broker is not None:
+                named.extend(self._by_broker.topics_of(impact.broker))
+            for topic in named:
+                entry = self._forget(topic)
+                if entry is not None:
+                    self.invalidations += 1
+                    self._before_loss[topic] = entry
         if impact.broker is not None:
             self._missing.clear()
             self._unready.clear()
-        else:
+            return
+        if self._missing:
             for topic in impact.topics:
                 self._missing.pop(topic, None)
+        if self._unready:
             self._unready.difference_update(impact.topics)
 
     def _note_deadline(self, kind: str, fields: Mapping[str, str]) -> None:
