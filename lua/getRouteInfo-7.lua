@@ -39,8 +39,8 @@
     is out of date although it does not mention it. deadlinesFlat is member, deadline pairs
     of every address returned: a cache extends them as heartbeats come in. instance (only when
     found is 0, else '') is the data set's identity ('' when none is named yet): a worker whose
-    change feed has not yet noticed that Redis lost its data (restarted empty, flushed, failed
-    over) must not take this "no such topic" from the new, empty data set as an answer.
+    change feed has not yet noticed that Redis lost its data (restarted empty, flushed) must not
+    take this "no such topic" from the new, empty data set as an answer.
     While the fleet is silent (silence.lua), deadlines are judged at its last beat.
   Complexity: O(broker names of the topic x their ids); with ARGV[3] '0' and no address past its
   deadline, O(broker names of the topic) and one read of the earliest deadline.

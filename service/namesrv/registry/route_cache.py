@@ -299,9 +299,10 @@ class RouteCache:
 
     def _from_another_data_set(self, lookup: Lookup) -> bool:
         """Redis answered from a data set other than the one this worker's change feed learned
-        from: it lost its data since the feed's last poll (restarted empty, flushed, failed over
-        to a replica that was behind), so its "no such topic" may be a route a heal will bring
-        back. Within the staleness bound a worker's knowledge is fresh, yet a cache miss reads
+        from: it lost its data since the feed's last poll (restarted empty, flushed), so its "no
+        such topic" may be a route a heal will bring back. (A replica promoted while it was
+        behind keeps the identity: that loss shows as a gap in the change log, at the feed's
+        next poll.) Within the staleness bound a worker's knowledge is fresh, yet a cache miss reads
         the new data set: the one way a cached worker could still answer TOPIC_NOT_EXIST for a
         topic that existed (207 times in one RIP-29 heal with cold caches)."""
         known = self.freshness.instance
