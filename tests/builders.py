@@ -109,6 +109,7 @@ class ManualFreshness:
     def __init__(self) -> None:
         self.known_at: float | None = None
         self.instance = ""  # the data set the feed learned from
+        self.last_id = ""  # the change-log entry it applied last
         self.down = False  # Redis unreachable or stalled
         self.catch_up: Callable[[], Awaitable[bool]] | None = None  # what wait_fresh does
         self.in_flight: Callable[[], Awaitable[bool]] | None = None  # what wait_in_flight does

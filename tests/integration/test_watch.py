@@ -18,9 +18,10 @@ from namesrv.domain.codes import Version
 from namesrv.domain.model import TopicConfig
 from namesrv.keys import FEED, REMOTING, WATCH, WORKER
 from namesrv.registry import console_facts
-from namesrv.registry.watch import entry_key, to_event
+from namesrv.registry.watch import to_event
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
+from namesrv.store.changelog import entry_key
 from namesrv.store.keyspace import Keyspace
 from tests.builders import register_json
 from tests.conftest import close_client, start_client

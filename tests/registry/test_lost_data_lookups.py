@@ -86,6 +86,39 @@ async def test_a_data_set_with_no_name_yet_is_not_the_one_the_feed_knows(
         await cache.get("Other")
 
 
+async def test_a_promoted_replica_that_missed_writes_is_not_believed(
+    service: RegistryService, redis: Redis, namespace: str
+) -> None:
+    """A replica promoted while it was behind keeps the data set's identity, but its change log
+    ends before the entry the worker's feed applied last: its "no such topic" is not an answer
+    either. A change log that goes on past it is (the feed may apply newer entries while a
+    read is in flight: the entry applied is taken before the read)."""
+    k = Keyspace(namespace)
+    await redis.hset(k.meta, "instance", KNOWN)
+    await service.register_broker(register(CLUSTER, "broker-a", MASTER, topics=["T", "T2"]))
+    ((replicated, _),) = await redis.xrevrange(k.events, count=1)  # what the replica holds
+    await service.register_broker(register(CLUSTER, "broker-b", "127.0.0.1:10921", topics=["U", "U2"]))
+    ((applied, _),) = await redis.xrevrange(k.events, count=1)
+    cache, feed = fresh_cache(service)
+    feed.last_id = applied  # the feed applied the registration the replica missed
+    assert await cache.get("Nope") is None  # nothing lost: a true "no such topic"
+
+    missed = [i for i, _ in await redis.xrange(k.events, min=f"({replicated}", max="+")]
+    await redis.xdel(k.events, *missed)
+    await redis.delete(k.topic("U"))  # what the replica never got
+    with pytest.raises(NotReady):
+        await cache.get("U")
+    with pytest.raises(NotReady):
+        await cache.get("Never")  # nor for a topic that never existed, until the feed sees the gap
+    assert "Never" not in cache._missing
+    assert await cache.get("Nope") is None  # remembered as missing before the loss
+
+    feed.last_id = replicated  # a feed that had applied no more than the replica holds
+    assert await cache.get("Nope2") is None
+    await service.register_broker(register(CLUSTER, "broker-c", "127.0.0.1:10931", topics=["V", "V2"]))
+    assert await cache.get("Nope3") is None  # Redis went on past it: nothing lost
+
+
 async def test_before_its_first_poll_a_feed_judges_no_data_set(service: RegistryService) -> None:
     """A worker that has not polled yet knows no instance: nothing to compare with."""
     cache, feed = fresh_cache(service)

@@ -18,7 +18,8 @@ from namesrv.domain.routes import filter_by_zone
 from namesrv.keys import SERVICE, WATCH, WORKER
 from namesrv.protocol.fastjson import Dialect, dumps
 from namesrv.protocol.render import route_obj
-from namesrv.registry.watch import MAX_FILTER_NAMES, TooManyWatchers, Watcher, entry_key
+from namesrv.registry.watch import MAX_FILTER_NAMES, TooManyWatchers, Watcher
+from namesrv.store.changelog import entry_key
 
 JSON = "application/json"
 MAX_WAIT_S = 60.0  # a long-poll's `wait` is capped here (proxies cut idle requests near 60 s)

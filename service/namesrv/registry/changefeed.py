@@ -102,6 +102,9 @@ class Freshness(Protocol):
     @property
     def instance(self) -> str: ...  # the data set the feed learned from ('' before its first poll)
 
+    @property
+    def last_id(self) -> str: ...  # the change-log entry it applied last ('' before its first poll)
+
     def down_for(self) -> float: ...
 
     def outage(self, now: float) -> bool: ...

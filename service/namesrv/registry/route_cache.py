@@ -80,7 +80,7 @@ from namesrv.registry.route_lookups import (
     shared_route,
 )
 from namesrv.registry.topics_by_broker import TopicsByBroker
-from namesrv.store.changelog import EventKind
+from namesrv.store.changelog import EventKind, entry_key
 from namesrv.store.keyspace import live_member
 
 Clock = Callable[[], float]
@@ -297,16 +297,28 @@ class RouteCache:
             raise NotReady()
         return None
 
-    def _from_another_data_set(self, lookup: Lookup) -> bool:
-        """Redis answered from a data set other than the one this worker's change feed learned
-        from: it lost its data since the feed's last poll (restarted empty, flushed), so its "no
-        such topic" may be a route a heal will bring back. (A replica promoted while it was
-        behind keeps the identity: that loss shows as a gap in the change log, at the feed's
-        next poll.) Within the staleness bound a worker's knowledge is fresh, yet a cache miss reads
-        the new data set: the one way a cached worker could still answer TOPIC_NOT_EXIST for a
-        topic that existed (207 times in one RIP-29 heal with cold caches)."""
+    def _lost_since(self, lookup: Lookup, applied: str) -> bool:
+        """Redis lost data since the change feed's last poll, by what its "no such topic" read
+        says: another data set than the feed learned from (restarted empty, flushed), or a change
+        log that ends before ``applied``, the entry the feed had applied when the read was sent
+        (a replica that missed writes was promoted); either way the topic may be a route a heal
+        will bring back. Within the staleness bound a worker's knowledge is fresh, yet a cache
+        miss reads the new data set: the one way a cached worker could still answer
+        TOPIC_NOT_EXIST for a topic that existed (207 times in one RIP-29 heal with cold
+        caches). ``applied`` is taken before the read: the feed may apply entries newer than the
+        read saw while it is in flight."""
         known = self.freshness.instance
-        return lookup.instance is not None and bool(known) and lookup.instance != known
+        if lookup.instance is None or not known:
+            return False
+        if lookup.instance != known:
+            return True
+        newest = lookup.newest_id
+        if not applied or not newest:
+            return False
+        try:
+            return entry_key(newest) < entry_key(applied)
+        except ValueError:
+            return False
 
     def _forget_before_loss(self, kind: str, impact: RouteImpact) -> None:
         """A pre-loss route is served until a change other than a replay names it: then it
@@ -466,21 +478,21 @@ class RouteCache:
             raise Busy(OVERLOAD_REMARK)
         self.bypasses += 1
         self._bypassing += 1
-        generation = self._generation
+        generation, applied = self._generation, self.freshness.last_id
         try:
             lookup = await self._fill(topic)
         finally:
             self._bypassing -= 1
         if lookup.route is None:
-            return self._absent(topic, self.clock(), generation, self._from_another_data_set(lookup))
+            return self._absent(topic, self.clock(), generation, self._lost_since(lookup, applied))
         return CachedRoute(lookup.route, lookup.valid_until, shared=False)
 
     async def _load(self, topic: str, served_at: float | None = None) -> CachedRoute | None:
-        generation = self._generation
+        generation, applied = self._generation, self.freshness.last_id
         lookup = await self._fill(topic)
         now = self.clock()
         if lookup.route is None:
-            lost = self._from_another_data_set(lookup)
+            lost = self._lost_since(lookup, applied)
             if lost or self._heal.open(now):
                 return self._absent(topic, now, generation, lost)
             if generation == self._generation:

@@ -171,8 +171,10 @@ class Lookup:
         default_factory=dict
     )  # member -> local monotonic deadline, of those shown
     clock_offset: float | None = None  # local monotonic time at Redis time 0, as the read measured it
-    # with no route: the identity of the data set Redis answered from (None: not read)
+    # with no route: the identity of the data set Redis answered from, and its change log's
+    # newest entry id (None: not read)
     instance: str | None = None
+    newest_id: str | None = None
 
 
 Fill = Callable[[str], Awaitable[Lookup]]

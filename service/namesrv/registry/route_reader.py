@@ -46,7 +46,14 @@ class RouteReader:
             valid_until = offset + snap.valid_until_ms / 1000
         hidden = frozenset(snap.hidden_brokers) if snap.hidden_brokers else NO_NAMES
         if not snap.broker_datas:
-            return Lookup(None, valid_until, hidden, clock_offset=offset, instance=snap.instance)
+            return Lookup(
+                None,
+                valid_until,
+                hidden,
+                clock_offset=offset,
+                instance=snap.instance,
+                newest_id=snap.newest_id,
+            )
         data = routes.assemble(
             topic,
             snap.queue_datas,

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from namesrv.registry.route_impact import route_impact
-from namesrv.store.changelog import EventKind
+from namesrv.store.changelog import EventKind, entry_key
 
 # Topic names the history holds in all (about 80 bytes each): 100,000 is 8 MB, the last ten
 # 10,000-topic registrations, or ten thousand single-topic changes.
@@ -54,12 +54,6 @@ MAX_FILTER_NAMES = 256  # topics (or clusters) one watcher may name
 
 class TooManyWatchers(Exception):
     """This worker serves its limit of watchers already."""
-
-
-def entry_key(entry_id: str) -> tuple[int, int]:
-    """A change-log id ("ms-seq") as a comparable pair; ValueError when it is not one."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,12 @@ class EventKind(StrEnum):
 REMOVAL_REASONS = (EventKind.UNREGISTER, EventKind.CLOSE)
 
 
+def entry_key(entry_id: str) -> tuple[int, int]:
+    """A change-log id ("ms-seq") as a comparable pair; ValueError when it is not one."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def upserts(fields: Mapping[str, str]) -> list[tuple[str, Any]]:
     """(topic, QueueData) of each queue an entry upserted, the QueueData decoded. A pair in
     ``upserted`` names its QueueData, or (``registerQueues``) the index of it in ``queueDatas``:

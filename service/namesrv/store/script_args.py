@@ -79,8 +79,10 @@ class RouteSnapshot:
     valid_until_ms: int | None  # earliest deadline of the brokers shown (None: none has one)
     hidden_brokers: tuple[str, ...] = ()  # broker names with queues of the topic left out (expired)
     deadlines: Mapping[str, int] = field(default_factory=dict)  # member -> deadline ms of those shown
-    # with no route: the identity of the data set Redis answered from ('' when none is named yet)
+    # with no route: the identity of the data set Redis answered from ('' when none is named yet),
+    # and its change log's newest entry id
     instance: str | None = None
+    newest_id: str | None = None
 
 
 class FeedReply(NamedTuple):
@@ -446,7 +448,7 @@ class UpdateConfigArgs:
 # ---- reads ----
 @dataclass(frozen=True)
 class RouteInfoArgs:
-    """``getRouteInfo-7``."""
+    """``getRouteInfo-8``."""
 
     SCRIPT: ClassVar[str] = "getRouteInfo"
     REPLY: ClassVar[tuple[str, ...]] = (
@@ -461,6 +463,7 @@ class RouteInfoArgs:
         "hiddenNames",
         "deadlinesFlat",
         "instance",
+        "newestId",
     )
     topic: str
     with_order: bool  # read the topic's orderTopicConf too
@@ -477,6 +480,7 @@ class RouteInfoArgs:
             k.mapping(self.topic),
             k.kv(ORDER_TOPIC_CONFIG),
             k.meta,
+            k.events,
         ]
 
     def argv(self, ctx: CallContext) -> list[Any]:
@@ -484,9 +488,9 @@ class RouteInfoArgs:
 
     def decode(self, reply: Any) -> RouteSnapshot:
         """One snapshot; empty lists (found=0) mean TOPIC_NOT_EXIST."""
-        found, queues, brokers, filters, mappings, order, now, valid_until, hidden, deadlines, instance = (
-            reply_of(self, reply)
-        )
+        checked = reply_of(self, reply)
+        found, queues, brokers, filters, mappings, order, now, valid_until = checked[:8]
+        hidden, deadlines, instance, newest = checked[8:]
         return RouteSnapshot(
             queue_datas=list(queues) if int(found) else [],
             broker_datas=list(brokers) if int(found) else [],
@@ -498,6 +502,7 @@ class RouteInfoArgs:
             hidden_brokers=tuple(hidden),
             deadlines={member: int(ms) for member, ms in pairs(deadlines).items()},
             instance=None if int(found) else str(instance),
+            newest_id=None if int(found) else str(newest),
         )
 
 

@@ -16,6 +16,7 @@
   KEYS[6]  {ns}:kv:ORDER_TOPIC_CONFIG  HASH topic -> order config
   KEYS[7]  {ns}:meta            HASH lastBeat: the fleet's last contact with Redis (ms); instance:
            the data set's identity (readChanges-2)
+  KEYS[8]  {ns}:events          STREAM change log (only its newest id is read, only with no route)
 
   ARGV[1]  topic
   ARGV[2]  '1' to read the topic's orderTopicConf (orderMessageEnable)
@@ -28,7 +29,7 @@
            fifths of a 100-group route's Redis time.
 
   Returns: {found, queueDatas, brokerDatas, filterFlat, mappingFlat, orderTopicConf, now, validUntil,
-            hiddenNames, deadlinesFlat, instance}
+            hiddenNames, deadlinesFlat, instance, newestId}
     found 0 means TOPIC_NOT_EXIST (no queues, or no live broker); queueDatas and brokerDatas
     are lists of JSON texts; filterFlat is addr, JSON array pairs; mappingFlat is HGETALL of the
     mapping; orderTopicConf is '' when absent or not asked for; now is the Redis clock (ms) and
@@ -38,9 +39,12 @@
     (no BrokerData, or every address past its deadline): if one of them comes back, this answer
     is out of date although it does not mention it. deadlinesFlat is member, deadline pairs
     of every address returned: a cache extends them as heartbeats come in. instance (only when
-    found is 0, else '') is the data set's identity ('' when none is named yet): a worker whose
-    change feed has not yet noticed that Redis lost its data (restarted empty, flushed) must not
-    take this "no such topic" from the new, empty data set as an answer.
+    found is 0, else '') is the data set's identity ('' when none is named yet), and newestId
+    (only when found is 0, else '') the change log's newest entry id ('0-0' when it is empty): a
+    worker whose change feed has not yet noticed that Redis lost its data must not take this "no
+    such topic" as an answer, whether Redis restarted empty or was flushed (another identity),
+    or a replica that missed writes was promoted (the same identity, but a change log that ends
+    before the entry the worker applied last).
     While the fleet is silent (silence.lua), deadlines are judged at its last beat.
   Complexity: O(broker names of the topic x their ids); with ARGV[3] '0' and no address past its
   deadline, O(broker names of the topic) and one read of the earliest deadline.
@@ -52,7 +56,9 @@ local topic, wantOrder, forCache = ARGV[1], ARGV[2] == '1', ARGV[3] == '1'
 local queues = rcall('HGETALL', KEYS[1])
 local now = nowMs()
 local function absent(hidden)
-  return {0, {}, {}, {}, {}, '', now, '', hidden, {}, rcall('HGET', KEYS[7], 'instance') or ''}
+  local top = rcall('XREVRANGE', KEYS[8], '+', '-', 'COUNT', 1)
+  return {0, {}, {}, {}, {}, '', now, '', hidden, {}, rcall('HGET', KEYS[7], 'instance') or '',
+    #top > 0 and top[1][1] or '0-0'}
 end
 if #queues == 0 then return absent({}) end
 local judged = judgedAt(KEYS[7], now)
@@ -143,4 +149,4 @@ for member, deadline in pairs(seen) do
   deadlines[#deadlines + 1] = deadline
 end
 return {1, qds, bds, filters, rcall('HGETALL', KEYS[5]), order, now,
-  validUntil and string.format('%d', validUntil) or '', hidden, deadlines, ''}
+  validUntil and string.format('%d', validUntil) or '', hidden, deadlines, '', ''}
