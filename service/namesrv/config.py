@@ -160,7 +160,7 @@ class Settings:
         20.0, "On SIGTERM: seconds to finish in-flight requests before closing connections.", lo=0
     )
     registerChunkTopics: int = _opt(
-        1000,
+        500,
         "Topics written per Lua call when a registration changes many topics (bounds Redis blocking).",
         lo=10,
         hi=100000,
