@@ -8,7 +8,6 @@ once and a change to a script's contract is one edit here (and a test reads the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -191,8 +190,11 @@ class TopicWrite(NamedTuple):  # a tuple: registrations build 10,000 at a time
     sys_flag: int = 0  # its topicSysFlag, told apart so the script need not search the JSON
 
 
-# Topic names that are JSON strings as they are: the script then skips escaping each one.
-_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\/\x7f-\U0010ffff]')
+def json_plain(text: str) -> bool:
+    """``text`` is a JSON string as it is (the script then skips escaping each topic name): only
+    printable ASCII, and none of ``"``, ``\\``, ``/``. The same test as a regular expression over
+    the character classes, a third of its time on 500 joined names (``isascii`` reads a flag)."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text and "/" not in text
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ class RegisterTopicsArgs:
 
     def argv(self, ctx: CallContext) -> list[Any]:
         mappings = self.mappings or {}
-        plain = not _NEEDS_ESCAPE.search("".join([w.topic for w in self.writes]))
+        plain = json_plain("".join([w.topic for w in self.writes]))
         args: list[Any] = [
             live_member(self.cluster, self.addr),
             self.broker_name,
@@ -265,11 +267,14 @@ class RegisterTopicsArgs:
 
     def _upserted_json(self) -> tuple[str, str]:
         """The change log's ``upserted`` and ``queueDatas`` texts for when the script writes every
-        upsert as sent (its names need no escaping): one f-string per topic here instead of Lua
-        pieces, and each distinct QueueData once."""
-        index: dict[str, int] = {}
-        pairs = []
-        for w in self.writes:
-            i = index.setdefault(w.queue_data_json, len(index))
-            pairs.append(f'["{w.topic}",{i}]')
-        return "[" + ",".join(pairs) + "]", "[" + ",".join(index) + "]"
+        upsert as sent (its names need no escaping): built here instead of in Lua pieces, and each
+        distinct QueueData once. A chunk whose topics share one QueueData (the usual case: a
+        broker's topics have a handful of shapes, sorted by name they come in long runs) is one
+        join, a third of the time of one f-string per topic."""
+        queues = dict.fromkeys([w.queue_data_json for w in self.writes])
+        if len(queues) == 1:
+            (queue,) = queues
+            return '[["' + '",0],["'.join([w.topic for w in self.writes]) + '",0]]', "[" + queue + "]"
+        index = {queue: i for i, queue in enumerate(queues)}
+        pairs = [f'["{w.topic}",{index[w.queue_data_json]}]' for w in self.writes]
+        return "[" + ",".join(pairs) + "]", "[" + ",".join(queues) + "]"
