@@ -192,8 +192,8 @@ class TopicWrite(NamedTuple):  # a tuple: registrations build 10,000 at a time
 
 def json_plain(text: str) -> bool:
     """``text`` is a JSON string as it is (the script then skips escaping each topic name): only
-    printable ASCII, and none of ``"``, ``\\``, ``/``. The same test as a regular expression over
-    the character classes, a third of its time on 500 joined names (``isascii`` reads a flag)."""
+    printable ASCII, and none of ``"``, ``\\``, ``/``. Equivalent to a regular expression over those
+    characters, in a third of its time on 500 joined names (``isascii`` reads a flag)."""
     return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text and "/" not in text
 
 
