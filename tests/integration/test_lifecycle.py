@@ -180,6 +180,10 @@ async def test_a_killed_worker_takes_its_embedded_redis_with_it(
         else:
             os.kill(pid, signal.SIGKILL)
             raise AssertionError(f"the {name} child outlived its killed worker")
+    # The children held the worker's stdout and stderr too: read both to their end, so their pipe
+    # transports close now, not while this test's event loop closes (an end of file arriving
+    # then made the loop's close fail, "Device or resource busy", beside a CPU hog).
+    await asyncio.wait_for(worker.output(), 30)
 
 
 def _children(pid: int) -> list[int]:
