@@ -43,6 +43,7 @@ import orjson
 import redis
 
 from namesrv.events import layout
+from namesrv.store.changelog import entry_key
 
 log = logging.getLogger(__name__)
 EXPORT_DIR = "_export"
@@ -53,13 +54,8 @@ class ExportError(RuntimeError):
     """The export cannot run (lock held, unreadable checkpoint, no Redis URL...)."""
 
 
-def parse_id(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
 def day_of(entry_id: str) -> str:
-    return datetime.fromtimestamp(parse_id(entry_id)[0] / 1000, UTC).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(entry_key(entry_id)[0] / 1000, UTC).strftime("%Y-%m-%d")
 
 
 def _text(value: Any) -> str:
@@ -124,7 +120,7 @@ class Exporter:
         self.batch = batch
 
     def owns(self, entry_id: str) -> bool:
-        return self.shards == 1 or parse_id(entry_id)[0] % self.shards == self.shard
+        return self.shards == 1 or entry_key(entry_id)[0] % self.shards == self.shard
 
     # ---- checkpoint ----
     @property
@@ -152,7 +148,7 @@ class Exporter:
             )
         try:
             last = str(data["last_id"])
-            parse_id(last)
+            entry_key(last)
             ordinal = data.get("ordinal")
             return last, int(data.get("exported", 0)), None if ordinal is None else int(ordinal)
         except (KeyError, ValueError) as exc:
@@ -223,7 +219,7 @@ class Exporter:
         if (
             checkpoint
             and first_id
-            and parse_id(first_id) > parse_id(checkpoint)
+            and entry_key(first_id) > entry_key(checkpoint)
             and not self.client.xrange(self.stream, min=checkpoint, max=checkpoint, count=1)
         ):
             note = "checkpoint entry trimmed (Redis < 7 cannot tell whether later ones were)"
