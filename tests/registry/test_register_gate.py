@@ -34,9 +34,11 @@ async def test_new_brokers_at_once_write_one_at_a_time_and_all_land(make_service
     service = make_service(registerWriteConcurrency=1, registerChunkTopics=CHUNK)
     results = await asyncio.gather(*(service.register_broker(request(no)) for no in range(BROKERS)))
     assert all(result is not None for result, _ in results)
-    # without the gate: every chunk of every broker at once (6 x 12)
+    # without the gate: every broker's window at once (6 x 8); with it, one registration's window
+    # at most, and more than one chunk at a time in it. How close a registration comes to its
+    # window depends on how fast Redis answers meanwhile: beside a CPU hog one reached 7 of 8.
     assert chunks_in_flight(CHUNK) == MAX_CHUNKS_IN_FLIGHT < TOPICS // CHUNK
-    assert service.registrar.most_writes_in_flight == MAX_CHUNKS_IN_FLIGHT
+    assert 1 < service.registrar.most_writes_in_flight <= MAX_CHUNKS_IN_FLIGHT
     assert service.registrar.writes_in_flight == 0
     for topic in ("T0000", "T0151", f"T{TOPICS - 1:04d}"):
         found = await route(service, topic)
