@@ -208,6 +208,41 @@ async def test_a_poll_stuck_while_redis_answers_other_calls_is_no_outage(
         proxy.close()
 
 
+async def test_a_poll_outstanding_while_the_poll_thread_was_held_up_is_no_outage_yet(
+    redis_url: str, keys: Keyspace, recorder: Recorder
+) -> None:
+    """The poll thread kept from running (as when the machine, or Redis with it, waited for a
+    CPU) while a poll was outstanding: once the thread runs again, Redis gets stall_s afresh
+    before it counts as stalled, then it does (here it really is paused)."""
+    host, port = redis_host_port(redis_url)
+    proxy = ProxyThread(host, port)
+    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
+    feed = await start_feed(client, keys, recorder, poll_interval=0.02)
+    try:
+        proxy.pause()
+        await eventually(lambda: feed.outage(time.monotonic()), timeout=5.0)  # a poll is stuck
+        loop = feed._poll_loop
+        assert loop is not None
+        held_from = time.monotonic()
+        loop.call_soon_threadsafe(time.sleep, 0.3)  # the thread's loop is held up 0.3 s
+        await eventually(lambda: feed.poll_on_time_since > held_from, timeout=5.0)
+        resumed = feed.poll_on_time_since
+        assert resumed - held_from >= 0.3
+        issued = feed._poll_issued
+        assert issued is not None and issued < held_from  # outstanding all along
+        # just after it ran again: Redis has not had stall_s (50 ms) of the thread's time yet
+        assert feed.outage(resumed + 0.01) is False
+        # with the thread on time for stall_s since, the paused Redis is a stall
+        await eventually(lambda: feed.outage(time.monotonic()), timeout=5.0)
+        proxy.resume()
+        assert await feed.wait_fresh(5.0) is True
+    finally:
+        proxy.resume()
+        await feed.stop()
+        await client.aclose()
+        proxy.close()
+
+
 async def test_polls_start_an_interval_apart_even_when_each_reply_comes_late(
     redis_url: str, keys: Keyspace, recorder: Recorder
 ) -> None:

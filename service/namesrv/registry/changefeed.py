@@ -171,6 +171,8 @@ class ChangeFeed:
         self._poll_issued: float | None = None
         self._tick = 0.0  # the worker's loop's last tick (its lag metric)
         self._poll_tick = 0.0  # the poll thread's loop's last tick (is the thread itself late?)
+        # since when the poll thread has ticked on time: only that long counts against Redis
+        self.poll_on_time_since = 0.0
         self._rtt = 0.0  # moving average of successful polls' round trips
         self._last_rtt = 0.0
         self._ticker: asyncio.TimerHandle | None = None
@@ -233,11 +235,13 @@ class ChangeFeed:
             # on to wait a second deadline for its own.
             return True
         # A poll is "stalled" past stall_s, or past a few of the recent round trips when Redis is
-        # far away (a slow link is not an outage: lookups then wait for a read instead). The poll
-        # thread's own loop must have run on time meanwhile (a process starved of CPU is not a
-        # Redis stall); the worker's loop being late says nothing about Redis any more.
+        # far away (a slow link is not an outage: lookups then wait for a read instead), counted
+        # only while the poll thread's own loop ran on time: a process or a machine held off the
+        # CPU is not a Redis stall, and once it runs again Redis, which may have waited for a CPU
+        # too, or whose reply sat unread, gets that long afresh. The worker's loop being late
+        # says nothing about Redis any more.
         limit = max(self.stall_s, STALL_RTTS * max(self._rtt, self._last_rtt))
-        if now - issued <= limit or now - self._poll_tick > TICK_SLACK_S:
+        if now - max(issued, self.poll_on_time_since) <= limit or now - self._poll_tick > TICK_SLACK_S:
             return False
         # Another call sent after this poll got its reply: Redis answers, only slowly (a busy
         # machine), and may be committing writes (this worker's own, say) that memory does not
@@ -394,7 +398,10 @@ class ChangeFeed:
             self._loop.call_soon_threadsafe(callback, *args)
 
     def _poll_beat(self) -> None:
-        self._poll_tick = time.monotonic()
+        now = time.monotonic()
+        if now - self._poll_tick > TICK_S + TICK_SLACK_S:
+            self.poll_on_time_since = now
+        self._poll_tick = now
         if not self._stopping.is_set() and self._poll_loop is not None:
             self._poll_loop.call_later(TICK_S, self._poll_beat)
 
