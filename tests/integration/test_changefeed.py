@@ -4,6 +4,7 @@ replaced its data, and telling up from down."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 
@@ -67,6 +68,27 @@ async def start_feed(redis: Redis, keys: Keyspace, recorder: Recorder, *, poll_i
     return feed
 
 
+@contextlib.asynccontextmanager
+async def proxied_feed(
+    redis_url: str, keys: Keyspace, recorder: Recorder, *, poll_interval: float
+) -> AsyncIterator[tuple[ProxyThread, ChangeFeed]]:
+    """A feed whose Redis connection goes through a proxy the test can slow, pause or heal; the
+    proxy is healed before the feed stops, so a paused link never holds up the teardown."""
+    host, port = redis_host_port(redis_url)
+    proxy = ProxyThread(host, port)
+    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
+    try:
+        feed = await start_feed(client, keys, recorder, poll_interval=poll_interval)
+        try:
+            yield proxy, feed
+        finally:
+            proxy.heal()
+            await feed.stop()
+    finally:
+        await client.aclose()
+        proxy.close()
+
+
 @pytest.fixture
 async def slow_poll_feed(redis: Redis, keys: Keyspace, recorder: Recorder) -> AsyncIterator[ChangeFeed]:
     """Polls once a minute: anything read sooner was read because someone asked."""
@@ -97,11 +119,7 @@ async def test_wait_fresh_is_false_when_the_feed_is_stopped(
 async def test_wait_in_flight_waits_only_for_a_poll_already_on_its_way(
     redis_url: str, keys: Keyspace, recorder: Recorder
 ) -> None:
-    host, port = redis_host_port(redis_url)
-    proxy = ProxyThread(host, port)
-    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
-    feed = await start_feed(client, keys, recorder, poll_interval=60.0)
-    try:
+    async with proxied_feed(redis_url, keys, recorder, poll_interval=60.0) as (proxy, feed):
         started = time.monotonic()
         assert await feed.wait_in_flight(5.0) is False  # resting between polls: nothing to wait for
         assert time.monotonic() - started < 2.5  # at once, not after the 5 s it was allowed
@@ -113,10 +131,6 @@ async def test_wait_in_flight_waits_only_for_a_poll_already_on_its_way(
         assert await feed.wait_in_flight(5.0) is True
         assert feed.known_at is not None and feed.known_at > before  # that poll was applied
         assert await reading is True
-    finally:
-        await feed.stop()
-        await client.aclose()
-        proxy.close()
 
 
 async def test_a_feed_that_kept_up_never_starts_over(
@@ -185,12 +199,10 @@ async def test_a_poll_stuck_while_redis_answers_other_calls_is_no_outage(
     since, that is a stall, and cached routes may be served; once any other call sent after it
     gets a reply from Redis, Redis is only slow (and may be committing writes memory does not show yet), so
     it is not an outage and lookups must wait for the poll."""
-    host, port = redis_host_port(redis_url)
-    proxy = ProxyThread(host, port)
-    feed_client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
-    feed = await start_feed(feed_client, keys, recorder, poll_interval=0.02)
-    store = RegistryStore(redis, keys, ScriptRegistry(redis), 1000, "w", health=feed.health, timeout_s=1.0)
-    try:
+    async with proxied_feed(redis_url, keys, recorder, poll_interval=0.02) as (proxy, feed):
+        store = RegistryStore(
+            redis, keys, ScriptRegistry(redis), 1000, "w", health=feed.health, timeout_s=1.0
+        )
         proxy.pause()
         await asyncio.sleep(0.3)  # the poll after the pause is outstanding well past stall_s
         assert feed.outage(time.monotonic()) is True
@@ -201,11 +213,6 @@ async def test_a_poll_stuck_while_redis_answers_other_calls_is_no_outage(
         assert feed.outage(time.monotonic() + 1.0) is True
         proxy.resume()
         assert await feed.wait_fresh(2.0) is True
-    finally:
-        proxy.resume()
-        await feed.stop()
-        await feed_client.aclose()
-        proxy.close()
 
 
 async def test_a_poll_outstanding_while_the_poll_thread_was_held_up_is_no_outage_yet(
@@ -214,11 +221,7 @@ async def test_a_poll_outstanding_while_the_poll_thread_was_held_up_is_no_outage
     """The poll thread kept from running (as when the machine, or Redis with it, waited for a
     CPU) while a poll was outstanding: once the thread runs again, Redis gets stall_s afresh
     before it counts as stalled, then it does (here it really is paused)."""
-    host, port = redis_host_port(redis_url)
-    proxy = ProxyThread(host, port)
-    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
-    feed = await start_feed(client, keys, recorder, poll_interval=0.02)
-    try:
+    async with proxied_feed(redis_url, keys, recorder, poll_interval=0.02) as (proxy, feed):
         proxy.pause()
         await eventually(lambda: feed.outage(time.monotonic()), timeout=5.0)  # a poll is stuck
         loop = feed._poll_loop
@@ -236,11 +239,6 @@ async def test_a_poll_outstanding_while_the_poll_thread_was_held_up_is_no_outage
         await eventually(lambda: feed.outage(time.monotonic()), timeout=5.0)
         proxy.resume()
         assert await feed.wait_fresh(5.0) is True
-    finally:
-        proxy.resume()
-        await feed.stop()
-        await client.aclose()
-        proxy.close()
 
 
 async def test_polls_start_an_interval_apart_even_when_each_reply_comes_late(
@@ -251,11 +249,7 @@ async def test_polls_start_an_interval_apart_even_when_each_reply_comes_late(
     busy event loop delays them too), the next poll goes out at once instead of after a further
     full interval: polls then start about one round trip apart (~200 ms), never round trip plus
     interval (>= 400 ms)."""
-    host, port = redis_host_port(redis_url)
-    proxy = ProxyThread(host, port)
-    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
-    feed = await start_feed(client, keys, recorder, poll_interval=0.2)
-    try:
+    async with proxied_feed(redis_url, keys, recorder, poll_interval=0.2) as (proxy, feed):
         proxy.latency(0.1)
         await asyncio.sleep(0.5)  # the polls under way when the latency began have ended
         issued: list[float] = []
@@ -268,11 +262,6 @@ async def test_polls_start_an_interval_apart_even_when_each_reply_comes_late(
         gaps = sorted(b - a for a, b in zip(issued, issued[1:], strict=False))
         assert len(gaps) >= 4, issued
         assert gaps[len(gaps) // 2] < 0.3, gaps
-    finally:
-        proxy.heal()
-        await feed.stop()
-        await client.aclose()
-        proxy.close()
 
 
 async def test_a_read_stops_at_its_byte_bound_and_the_feed_reads_on(
@@ -404,11 +393,7 @@ async def test_waits_until_an_outage_end_when_the_outage_begins(
 ) -> None:
     """A caller that serves from memory in an outage waits for a poll only until Redis stalls:
     the loop's tick tells every such caller at once, not after the 5 s each was allowed."""
-    host, port = redis_host_port(redis_url)
-    proxy = ProxyThread(host, port)
-    client = Redis.from_url(f"redis://127.0.0.1:{proxy.port}/{redis_url.rsplit('/', 1)[1]}")
-    feed = await start_feed(client, keys, recorder, poll_interval=0.02)
-    try:
+    async with proxied_feed(redis_url, keys, recorder, poll_interval=0.02) as (proxy, feed):
         proxy.pause()
         # a poll whose reply was relayed before the pause may still end well (its thread late on
         # a busy machine): let it end, so every poll in flight below went out after the pause
@@ -423,8 +408,3 @@ async def test_waits_until_an_outage_end_when_the_outage_begins(
         assert feed.outage(time.monotonic()) is True
         proxy.resume()
         assert await feed.wait_fresh(5.0) is True  # and a read after it is applied
-    finally:
-        proxy.resume()
-        await feed.stop()
-        await client.aclose()
-        proxy.close()
