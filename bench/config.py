@@ -24,6 +24,8 @@ class BenchConfig:
     hot_topics: int = 8  # the "hot" scenario cycles over this many of them
     spread_brokers: int = 4  # simulated brokers that register the spread topics (route width)
     procs: int = 2  # load generator processes
+    # their nice value (the servers run at 0): the load stands in for clients on other machines
+    loadgen_nice: int = 10
     conns: int = 4  # remoting connections per load process per worker
     depth: int = 8  # remoting requests in flight per connection (closed loop)
     http_conns: int = 8  # HTTP connections per load process per worker
@@ -135,6 +137,16 @@ def _phases(text: str) -> tuple[str, ...]:
     return comma_choices(text, PHASES, "unknown phase(s)")
 
 
+def add_loadgen_nice(p: argparse.ArgumentParser, default: int) -> None:
+    p.add_argument(
+        "--loadgen-nice",
+        type=int,
+        choices=range(20),
+        metavar="0-19",
+        help=f"the load processes' nice value; 0 = the servers' priority (default {default})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = BenchConfig()
     p = argparse.ArgumentParser(
@@ -157,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--spread-brokers", type=int, help=f"brokers holding the topics (default {d.spread_brokers})"
     )
     p.add_argument("--procs", type=int, help=f"load generator processes (default {d.procs})")
+    add_loadgen_nice(p, d.loadgen_nice)
     p.add_argument(
         "--conns", type=int, help=f"remoting conns per load process per worker (default {d.conns})"
     )

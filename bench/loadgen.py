@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import functools
 import multiprocessing
+import os
 import random
 import resource
 import struct
@@ -370,7 +371,9 @@ async def _open_loop(load: _Load, conns: list[_Conn], start: float) -> None:
         await asyncio.sleep(0.001)
 
 
-def _process_main(pipe: Connection) -> None:
+def _process_main(pipe: Connection, nice: int) -> None:
+    if nice > 0:
+        os.nice(nice)
     loop = new_loop()
     asyncio.set_event_loop(loop)
     while True:
@@ -388,10 +391,16 @@ def _process_main(pipe: Connection) -> None:
 
 class LoadPool:
     """``procs`` load processes (spawned, so nothing of the orchestrator leaks into them) that
-    stay up for the whole run and take one job at a time."""
+    stay up for the whole run and take one job at a time.
 
-    def __init__(self, procs: int) -> None:
+    ``nice``: how much lower the processes' CPU priority is than the servers'. On a machine the
+    servers share with their own load, at equal priority the kernel's fair share holds a worker
+    that wants 80% of a core off it for tens of ms at a time while the generators run: a wait a
+    worker whose clients are on other machines never has (docs/performance.md)."""
+
+    def __init__(self, procs: int, nice: int = 0) -> None:
         self.procs = procs
+        self.nice = nice
         self._pipes: list[Connection] = []
         self._processes: list[multiprocessing.process.BaseProcess] = []
 
@@ -399,7 +408,9 @@ class LoadPool:
         ctx = multiprocessing.get_context("spawn")
         for i in range(self.procs):
             parent, child = ctx.Pipe()
-            process = ctx.Process(target=_process_main, args=(child,), name=f"bench-load-{i}", daemon=True)
+            process = ctx.Process(
+                target=_process_main, args=(child, self.nice), name=f"bench-load-{i}", daemon=True
+            )
             process.start()
             child.close()
             self._pipes.append(parent)

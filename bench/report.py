@@ -63,7 +63,8 @@ def _header(result: dict[str, Any]) -> list[str]:
             f"{sizes['http']:,} B (HTTP), and the ceiling answers with those very bytes"
         )
     out.append(
-        f"load      {cfg['procs']} load generator processes · remoting {cfg['conns']} conns × "
+        f"load      {cfg['procs']} load generator processes at nice {cfg.get('loadgen_nice', 0)} · "
+        f"remoting {cfg['conns']} conns × "
         f"{cfg['depth']} in flight, HTTP {cfg['http_conns']} conns × {cfg['http_depth']} pipelined "
         "(per process, per server) · "
         f"warm-up {cfg['warmup']:g} s, window {cfg['duration']:g} s"

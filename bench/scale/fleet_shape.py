@@ -113,7 +113,13 @@ class ShapeRun:
         cfg = self.cfg
         log_dir = Path(tempfile.mkdtemp(prefix=f"namesrv-scale-{self.shape.name}-"))
         redis_proc, url = await procs.start_redis(log_dir)
-        bench_cfg = BenchConfig(procs=cfg.procs, conns=cfg.conns, depth=cfg.depth, namespace=cfg.namespace)
+        bench_cfg = BenchConfig(
+            procs=cfg.procs,
+            loadgen_nice=cfg.loadgen_nice,
+            conns=cfg.conns,
+            depth=cfg.depth,
+            namespace=cfg.namespace,
+        )
         b = Bench(bench_cfg, log_dir, redis_proc, url, Redis.from_url(url, decode_responses=True))
         registered: Registered | None = None
         try:

@@ -49,7 +49,7 @@ async def run(cfg: ScaleConfig) -> dict[str, Any]:
         progress(f"shape {name}: {shape.facts()}")
         targets: dict[str, Any] = {"fleet": await ShapeRun(cfg, shape, progress).run()}
         if cfg.peers:
-            pool = LoadPool(cfg.procs)
+            pool = LoadPool(cfg.procs, cfg.loadgen_nice)
             pool.start()
             try:
                 for peer in cfg.peers:
