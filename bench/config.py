@@ -24,8 +24,8 @@ class BenchConfig:
     hot_topics: int = 8  # the "hot" scenario cycles over this many of them
     spread_brokers: int = 4  # simulated brokers that register the spread topics (route width)
     procs: int = 2  # load generator processes
-    # their nice value (the servers run at 0): the load stands in for clients on other machines
-    loadgen_nice: int = 10
+    # their nice value; 0 = the servers' priority (bench/README.md: why that is the default)
+    loadgen_nice: int = 0
     conns: int = 4  # remoting connections per load process per worker
     depth: int = 8  # remoting requests in flight per connection (closed loop)
     http_conns: int = 8  # HTTP connections per load process per worker

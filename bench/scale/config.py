@@ -38,7 +38,7 @@ class ScaleConfig:
     # lookups
     lookup_topics: int = 10_000  # topics the lookups pick from (uniformly), sampled from the shape
     procs: int = 2  # load generator processes
-    loadgen_nice: int = 10  # their nice value (as make bench's --loadgen-nice)
+    loadgen_nice: int = 0  # their nice value (as make bench's --loadgen-nice)
     conns: int = 4
     depth: int = 8
     peak_seconds: float = 3.0
