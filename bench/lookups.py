@@ -77,10 +77,13 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     counted_before: dict[str, float] = {}
     counted: dict[str, float] = {}
 
+    async def before_window() -> None:
+        # in the warm-up: a scrape of /metrics at the window's start made its first 100 ms a tail
+        counted_before.update(await worker_counters(fleet_urls))
+
     async def window_start() -> None:
         await reset_stats(b.redis)
         await slowlog.collect()  # drop what the warm-up logged
-        counted_before.update(await worker_counters(fleet_urls))
         meter.start()
         waits.start()
 
@@ -93,7 +96,13 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
 
     settled = await settle(pids["workers"] + pids["ceilings"])
     raw: list[LoadResult] = []
-    summary = await b.load_pool().run(job, on_window_start=window_start, on_window_end=window_end, raw=raw)
+    summary = await b.load_pool().run(
+        job,
+        before_window=before_window if fleet_urls else None,
+        on_window_start=window_start,
+        on_window_end=window_end,
+        raw=raw,
+    )
     lua = lua_summary(await slowlog.collect())
     cores = with_other(cores)
     # our own INFO/CONFIG/SLOWLOG calls are a handful per window: negligible next to the load

@@ -157,11 +157,13 @@ async def lookup_window(
     stats: dict[str, dict[str, float]] = {}
     counted: list[dict[str, float]] = []
 
+    async def read_counters() -> None:
+        # in the warm-up: a scrape of /metrics at the window's start made its first 100 ms a tail
+        counted.append(await worker_counters(list(worker_urls)))
+
     async def start() -> None:
         if redis is not None:
             await reset_stats(redis)
-        if worker_urls:
-            counted.append(await worker_counters(list(worker_urls)))
         meter.start()
         waits.start()
         if on_start is not None:
@@ -176,7 +178,9 @@ async def lookup_window(
             with contextlib.suppress(Exception):  # a restarted Redis: no stats for this window
                 stats.update(await commandstats(redis))
 
-    summary = await pool.run(job, on_window_start=start, on_window_end=end)
+    summary = await pool.run(
+        job, before_window=read_counters if worker_urls else None, on_window_start=start, on_window_end=end
+    )
     done = max(summary.completed, 1)
     row: dict[str, Any] = {
         k: getattr(summary, k)
