@@ -129,6 +129,7 @@ class CpuWaitMeter:
         self.step = step
         self._first: list[float] | None = None
         self._steps: list[float] = []
+        self._lengths: list[float] = []  # how long each step really lasted (ms)
         self._task: asyncio.Task[None] | None = None
 
     def _sample(self) -> list[float] | None:
@@ -140,17 +141,20 @@ class CpuWaitMeter:
     def start(self) -> None:
         self._first = self._sample()
         self._steps = []
+        self._lengths = []
         if self._first is not None:
             self._task = asyncio.get_running_loop().create_task(self._follow(self._first))
 
     async def _follow(self, last: list[float]) -> None:
+        at = time.perf_counter()
         while True:
             await asyncio.sleep(self.step)
             now = self._sample()
             if now is None:
                 return
             self._steps.append(max(max(0.0, n - b) for n, b in zip(now, last, strict=True)) * 1000)
-            last = now
+            self._lengths.append((time.perf_counter() - at) * 1000)
+            last, at = now, time.perf_counter()
 
     def stop(self) -> dict[str, Any] | None:
         """{'ms': all the processes' waits summed, 'by_step_ms': each step's largest wait of one
@@ -167,6 +171,8 @@ class CpuWaitMeter:
             "ms": round(waited * 1000, 1),
             "max_step_ms": round(max(self._steps, default=0.0), 1),
             "by_step_ms": [round(v, 1) for v in self._steps],
+            # each step's real length: the bench's own loop can run a step late
+            "step_ms": [round(v, 1) for v in self._lengths],
         }
 
 

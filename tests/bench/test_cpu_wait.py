@@ -62,6 +62,10 @@ def test_a_process_that_shares_one_cpu_with_a_spinner_waits_for_it(
     assert isinstance(steps, list) and len(steps) >= 5
     assert waited["max_step_ms"] == max(steps)
     assert sum(steps) <= waited["ms"]  # type: ignore[operator]
+    # each step's own length is kept beside it (a step the bench's loop ran late is longer)
+    lengths = waited["step_ms"]
+    assert isinstance(lengths, list) and len(lengths) == len(steps)
+    assert min(lengths) >= 99.0  # a step is never shorter than its sleep
     after = cpu_wait_seconds(pid)
     assert after is not None and after > before
 
