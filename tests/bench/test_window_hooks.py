@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import socket
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
@@ -91,7 +90,5 @@ def test_the_hooks_run_in_order_before_within_and_after_the_window(silent_server
         finally:
             pool.close()
 
-    started = time.monotonic()
     asyncio.run(run())
     assert ran == ["before", "start", "end"]
-    assert time.monotonic() - started < 60  # (a bound on the test, not a timing claim)
