@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from bench import replay_cost
+from namesrv.registry.kept_topics import WrittenTopics, pack_written
 
 
 def test_chunks_hold_every_topic_in_order() -> None:
@@ -24,11 +25,22 @@ def test_chunks_hold_every_topic_in_order() -> None:
 def test_prints_each_piece(capsys: pytest.CaptureFixture[str]) -> None:
     replay_cost.main(["--topics", "1000", "--rounds", "1"])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("1,000 topics, ") and lines[0].endswith(" MB body, 2 chunks of 500")
+    assert (
+        lines[0].startswith("1,000 topics, ") and " MB body, 2 chunks of 500; the writes kept in " in lines[0]
+    )
     assert [line.split("  ")[1] for line in lines[1:]] == [
         "decode (JSON body -> sorted topic configs)",
         "topic writes",
         "keys and arguments",
         "RESP packing",
         "all of it",
+        "kept writes unpacked (instead of the first two)",
+        "all of it, from the kept writes",
     ]
+
+
+def test_a_replay_from_the_kept_writes_sends_the_same_arguments() -> None:
+    calls = replay_cost.chunks(replay_cost.decode(replay_cost.body_of(1200)), 500)
+    kept = pack_written(WrittenTopics("broker-a", [w for call in calls for w in call.writes], {}))
+    assert kept is not None
+    assert replay_cost.arguments(replay_cost.kept_chunks(kept, 500)) == replay_cost.arguments(calls)

@@ -19,8 +19,9 @@ from redis.asyncio import Redis
 
 from namesrv.config import Settings
 from namesrv.domain.codes import Version
-from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest
+from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest, TopicConfig
 from namesrv.keys import REMOTING, SERVICE
+from namesrv.registry.kept_topics import pack_written
 from namesrv.sim.bodies import register_body_json
 from namesrv.sim.broker import SimBroker, topic_configs
 from namesrv.sim.client import RemotingClient
@@ -411,7 +412,8 @@ async def test_a_slave_is_replayed_after_its_master_and_writes_and_decodes_nothi
 ) -> None:
     """The slave registered first, so it is kept first; replayed first it would be the lowest
     id of its broker name and write every topic (R9). Replayed after its master it writes no
-    topic, and with what its body amounted to kept, its body is not decoded again."""
+    topic, and with what its body amounted to kept, its body is not decoded again; nor is the
+    master's: the writes its registration sent are sent again."""
     (a, addr_a), _ = fleet
     conn = await RemotingClient.connect(addr_a)
     service = a.app[SERVICE]
@@ -443,8 +445,77 @@ async def test_a_slave_is_replayed_after_its_master_and_writes_and_decodes_nothi
         # both registrations carry the replay mark (it keeps the heal window open)
         marks = [(f["brokerAddr"], f["replay"]) for f in log if f.get("kind") == "register"]
         assert marks == [("127.0.0.1:10911", "1"), ("127.0.0.1:10912", "1")]
-        assert service.bodies_decoded - decoded_before == 1  # the master's body only
+        assert service.bodies_decoded - decoded_before == 0
+        assert service.registrar.kept_writes_sent == 1  # the master's
     finally:
+        await conn.aclose()
+
+
+class MappedBroker(SimBroker):
+    """A 5.x broker with a static topic: its body carries a TopicQueueMappingInfo."""
+
+    def body(self) -> bytes:
+        info = {"topic": "Mixed-0", "bname": self.name, "totalQueues": 8, "epoch": 3, "dirty": False}
+        return register_body_json(self.topics, self.data_version, self.filters, mappings={"Mixed-0": info})
+
+
+async def _route_state(raw: Redis, keys: Keyspace, broker_name: str) -> dict[str, Any]:
+    """What a broker's registration wrote that routes are built from, read from the keys."""
+    topics = sorted(await raw.smembers(keys.topics))
+    return {
+        "topics": topics,
+        "queues": {t: await raw.hgetall(keys.topic(t)) for t in topics},
+        "flags": await raw.hgetall(keys.topicflags),
+        "broker_topics": sorted(await raw.smembers(keys.btopics(broker_name))),
+        "digest": await raw.hgetall(keys.bdigest),
+        "versions": await raw.hgetall(keys.dataversions),
+        "synced": await raw.hgetall(keys.bsync),
+        "mapping": await raw.hgetall(keys.mapping("Mixed-0")),
+    }
+
+
+async def test_a_replay_from_the_kept_writes_leaves_redis_as_the_registration_did(
+    patient_fleet: list[tuple[Any, str]], redis_process: RedisProcess, namespace: str
+) -> None:
+    """Queues of several shapes, order and read-only topics, names the script must escape, a
+    static-topic mapping, more topics than one chunk: the replay sends the writes its worker kept
+    (no decode), and every key a route is built from holds what the broker's own registration
+    wrote."""
+    (a, addr_a), _ = patient_fleet
+    service = a.app[SERVICE]
+    shipped = service.registrar.settings
+    service.registrar.settings = lambda: dataclasses.replace(shipped(), registerChunkTopics=100)
+    table = {
+        **topic_configs([f"Mixed-{i}" for i in range(150)]),
+        **{f"Order-{i}": TopicConfig(f"Order-{i}", 2, 2, 6, topicSysFlag=1) for i in range(60)},
+        **topic_configs([f"ReadOnly-{i}" for i in range(40)], queues=4, perm=4),
+        'Tópico "quoted"': TopicConfig('Tópico "quoted"', 8, 8, 6),
+    }
+    conn = await RemotingClient.connect(addr_a)
+    raw = Redis.from_url(redis_process.url, decode_responses=True)
+    keys = Keyspace(namespace)
+    try:
+        await MappedBroker(conn, "C", "broker-m", "127.0.0.1:10961", topics=table).register()
+        before = await _route_state(raw, keys, "broker-m")
+        assert len(before["topics"]) == 251 and before["mapping"] != {}
+        assert before["flags"] == {f"Order-{i}": "1" for i in range(60)}
+        decoded_before = service.bodies_decoded
+        await raw.aclose()
+
+        await redis_process.stop()
+        await redis_process.start()
+        raw = Redis.from_url(redis_process.url, decode_responses=True)
+
+        async def replayed() -> bool:
+            return await raw.hkeys(keys.live) == ["C/127.0.0.1:10961"]
+
+        await eventually(replayed, timeout=20, what="the broker replayed")
+        await eventually(lambda: not service.keeper.healing, timeout=20, what="the heal done")
+        assert await _route_state(raw, keys, "broker-m") == before
+        assert service.bodies_decoded == decoded_before
+        assert service.registrar.kept_writes_sent == 1
+    finally:
+        await raw.aclose()
         await conn.aclose()
 
 
@@ -463,3 +534,32 @@ async def test_a_replayed_big_body_is_not_laid_out_for_a_delta(patient_fleet: li
         assert result is not None and registration is not None
     await eventually(lambda: not service.decoder.needs_layout("C/127.0.0.1:10941"), what="laid out")
     assert service.decoder.needs_layout("C/127.0.0.1:10951")
+
+
+async def test_writes_kept_for_another_broker_name_are_not_sent(
+    patient_fleet: list[tuple[Any, str]], redis_process: RedisProcess, namespace: str
+) -> None:
+    """A queue write names its broker: a replay whose header names another broker name than the
+    kept writes were made for (the broker renamed, the same body re-sent) decodes the body."""
+    (a, _), _ = patient_fleet
+    service = a.app[SERVICE]
+    table = topic_configs([f"Renamed-{i}" for i in range(30)])
+    body = RawBody(register_body_json(table, DataVersion(1, 0, 1_700_000_000_000)), 479, False)
+    own = RegisterBrokerRequest("C", "127.0.0.1:10971", "name-1", 0, "", None, body=body, holder="h#1")
+    result, registration = await service.register_broker(own)
+    assert result is not None and registration is not None and registration.written is not None
+    assert registration.facts is not None
+    kept = pack_written(registration.written)
+    assert kept is not None
+    renamed = dataclasses.replace(own, brokerAddr="127.0.0.1:10972", brokerName="name-2", replay_of=1)
+    decoded_before = service.bodies_decoded
+    result, registration = await service.register_broker(renamed, registration.facts, kept)
+    assert result is not None and registration is not None
+    assert service.bodies_decoded == decoded_before + 1 and service.registrar.kept_writes_sent == 0
+    raw = Redis.from_url(redis_process.url, decode_responses=True)
+    try:
+        queues = await raw.hgetall(Keyspace(namespace).topic("Renamed-0"))
+    finally:
+        await raw.aclose()
+    assert sorted(queues) == ["name-1", "name-2"]
+    assert orjson.loads(queues["name-2"])["brokerName"] == "name-2"

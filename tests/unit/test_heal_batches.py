@@ -38,7 +38,7 @@ class Recorder:
         self.ids: list[int] = []  # brokerId of each call
 
     async def __call__(
-        self, request: RegisterBrokerRequest, facts: BodyFacts | None = None
+        self, request: RegisterBrokerRequest, facts: BodyFacts | None = None, kept: bytes | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         assert request.body is not None
         self.calls.append((request.body.data, request.replay_continues))
@@ -115,10 +115,10 @@ async def test_a_heal_that_makes_progress_is_not_given_up(monkeypatch: pytest.Mo
 
     class Slow(Recorder):
         async def __call__(
-            self, request: RegisterBrokerRequest, facts: BodyFacts | None = None
+            self, request: RegisterBrokerRequest, facts: BodyFacts | None = None, kept: bytes | None = None
         ) -> tuple[RegisterBrokerResult | None, Registration | None]:
             await asyncio.sleep(0.3)
-            return await super().__call__(request, facts)
+            return await super().__call__(request, facts, kept)
 
     register = Slow(fail=frozenset({3}))  # the third batch fails once, 0.9 s after the start
     keeper = RegistrationKeeper(register, max_bytes=1 << 20)

@@ -34,7 +34,7 @@ class FlakyRegister:
         self.replay_of: list[int | None] = []
 
     async def __call__(
-        self, request: RegisterBrokerRequest, facts: BodyFacts | None = None
+        self, request: RegisterBrokerRequest, facts: BodyFacts | None = None, kept: bytes | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         n = self.calls.get(request.brokerAddr, 0) + 1
         self.calls[request.brokerAddr] = n

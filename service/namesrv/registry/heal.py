@@ -22,9 +22,16 @@ Rules a replay keeps:
   and replayed batch by batch; each later batch lands only if the broker is still at the epoch
   the batch before got, so a broker that registers or leaves meanwhile still wins.
 
+A replay does not decode the body when the worker's registration of it wrote every topic: that
+registration's topic writes are kept beside the body, packed (:mod:`namesrv.registry.kept_topics`,
+25 KB for 10,000 topics), and sent again as they are: half of a replay's CPU in the worker
+(``python -m bench.replay_cost``). A body this worker never wrote in full (the broker's unchanged
+body re-sent after it moved here from another worker, or a body written as a delta) is decoded.
+
 Memory: bodies are kept zlib-compressed (a 10,000-topic JSON body of 1.7 MB keeps in about a
-tenth of that), at most ``max_bytes`` in all; past it the oldest copies are dropped (and counted),
-those brokers then wait for their own next registration, as without this.
+tenth of that), at most ``max_bytes`` in all, the kept writes included; past it the oldest copies
+are dropped (and counted), those brokers then wait for their own next registration, as without
+this.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from dataclasses import dataclass, replace
 from namesrv.domain.model import RawBody, RegisterBrokerRequest, RegisterBrokerResult
 from namesrv.protocol.register_body import data_version_text
 from namesrv.registry.changefeed import LISTENER_ERROR
+from namesrv.registry.kept_topics import WrittenTopics, pack_written
 from namesrv.registry.registration import Registration
 from namesrv.store.changelog import EventKind
 from namesrv.store.keyspace import live_member
@@ -66,7 +74,7 @@ FORGETTING = frozenset({EventKind.UNREGISTER, EventKind.CLOSE, EventKind.EXPIRE}
 
 Alive = Callable[[], bool]
 Register = Callable[
-    [RegisterBrokerRequest, BodyFacts | None],
+    [RegisterBrokerRequest, BodyFacts | None, bytes | None],
     Awaitable[tuple[RegisterBrokerResult | None, Registration | None]],
 ]
 Replayed = Callable[[Registration], None]
@@ -82,10 +90,13 @@ class _Batch:
     # what the body amounted to when it was registered (None: it was not decoded then): a
     # replay that writes no topic (a slave's) then decodes nothing
     facts: BodyFacts | None = None
+    # the topic writes that registration sent, packed (None: it wrote no topic, or a delta): a
+    # replay sends them again instead of decoding the body
+    writes: bytes | None = None
 
     @property
     def size(self) -> int:
-        return len(self.packed) + 64
+        return len(self.packed) + len(self.writes or b"") + 64
 
 
 @dataclass
@@ -136,7 +147,7 @@ class RegistrationKeeper:
         self._kept: OrderedDict[tuple[str, str], _Kept] = OrderedDict()  # (holder, member) -> copy
         self.bytes = 0
         self._heal: asyncio.Task[None] | None = None
-        self._compressing: set[asyncio.Task[bytes]] = set()
+        self._compressing: set[asyncio.Task[tuple[bytes, bytes | None]]] = set()
         self._seq = 0
         self.healing = False
         self.last_heal: dict[str, float] = {}  # figures of the last heal (for logs, metrics, tests)
@@ -150,10 +161,12 @@ class RegistrationKeeper:
         on_replayed: Replayed,
         alive: Alive,
         facts: BodyFacts | None = None,
+        written: WrittenTopics | None = None,
     ) -> None:
         """A registration over the connection ``holder`` was accepted: keep it for a replay. A big
         body is compressed in a thread, after the caller's reply. ``facts``: what the body
-        amounted to, if the registration decoded it.
+        amounted to, if the registration decoded it; ``written``: every topic write it sent, if
+        it wrote them all (packed along with the body).
 
         A body with the DataVersion of the bodies kept is another batch of the same version (or
         the same batch again); any other replaces them."""
@@ -168,16 +181,21 @@ class RegistrationKeeper:
         if known is not None and body.hash in known.batches:
             known.renew(header, registered_at, on_replayed, alive, seq)
             if facts is not None:
-                known.batches[body.hash].facts = facts
+                batch = known.batches[body.hash]
+                batch.facts = facts
+                if written is not None:
+                    self._drop(key)  # re-counted with the new writes
+                    batch.writes = pack_written(written)
+                    self._put(key, known)
             self._kept.move_to_end(key)
             return
         data = body.data or b""
         version = data_version_text(data, version=body.version, compressed=body.compressed)
 
-        def put(packed: bytes) -> None:
+        def put(packed: tuple[bytes, bytes | None]) -> None:
             if not alive():
                 return
-            batch = _Batch(packed, body.version, body.compressed, facts)
+            batch = _Batch(packed[0], body.version, body.compressed, facts, packed[1] if facts else None)
             current = self._kept.get(key)
             if current is not None and version is not None and current.data_version == version:
                 if len(current.batches) >= MAX_BATCHES and body.hash not in current.batches:
@@ -192,9 +210,9 @@ class RegistrationKeeper:
                 self._put(key, kept)
 
         if len(data) < COMPRESS_IN_THREAD_BYTES:
-            put(zlib.compress(data, 1))
+            put(_pack(data, written))
             return
-        task = asyncio.create_task(asyncio.to_thread(zlib.compress, data, 1))
+        task = asyncio.create_task(asyncio.to_thread(_pack, data, written))
         self._compressing.add(task)
         task.add_done_callback(self._compressing.discard)
         task.add_done_callback(
@@ -318,7 +336,8 @@ class RegistrationKeeper:
                 replay_continues=progress.next_batch > 0,
             )
             try:
-                result, registration = await self._register(request, batch.facts)
+                writes = batch.writes if batch.facts is not None else None
+                result, registration = await self._register(request, batch.facts, writes)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -353,3 +372,8 @@ class RegistrationKeeper:
 
     def __len__(self) -> int:
         return len(self._kept)
+
+
+def _pack(body: bytes, written: WrittenTopics | None) -> tuple[bytes, bytes | None]:
+    """The body compressed, and the writes packed (in a thread for a big body)."""
+    return zlib.compress(body, 1), None if written is None else pack_written(written)

@@ -8,8 +8,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from namesrv.config import Settings
@@ -34,6 +34,7 @@ from namesrv.protocol.register_body import (
     compressed_decode_estimate,
     inflates,
 )
+from namesrv.registry.kept_topics import WrittenTopics, unpack_written
 from namesrv.registry.route_lookups import Routes
 from namesrv.store.keyspace import live_member
 from namesrv.store.registration_args import (
@@ -58,6 +59,7 @@ IN_FLIGHT_TOPICS = 2000  # ... or as many as hold this many topics (see chunks_i
 MAX_CHUNKS_IN_FLIGHT = 8  # ... but never more calls than this queued in Redis per registration
 REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
 _T = TypeVar("_T")
+_P = TypeVar("_P")  # what a registration's topics are written from: configs, or writes kept
 
 
 def chunks_in_flight(chunk_topics: int) -> int:
@@ -82,6 +84,10 @@ class Registration:
     # what the body amounted to, when this registration decoded it: a heal's replay of a
     # slave then needs no decode at all (registry/heal.py)
     facts: BodyFacts | None = None
+    # every topic write it sent, when it wrote them all (a broker's own registration over a
+    # connection): the heal keeps them packed and a replay sends them without decoding the body.
+    # Not for holding: the caller hands them to the keeper and keeps the registration without.
+    written: WrittenTopics | None = field(default=None, repr=False, compare=False)
 
 
 class BrokerRegistrar:
@@ -103,6 +109,7 @@ class BrokerRegistrar:
         # REGISTER_BROKER outcomes (ok, refused, ignored), counted here once for every transport.
         self.count_registration = count_registration
         self.bodies_decoded = 0  # REGISTER_BROKER bodies the registry needed to read
+        self.kept_writes_sent = 0  # heal replays that sent the topic writes kept, undecoded
         self.decoder = RegisterBodyDecoder(settings().registerBodyCacheBytes)
         self.budget = budget  # memory of bodies being decoded, shared with the HTTP transport
         self.count_limit = count_limit
@@ -115,13 +122,15 @@ class BrokerRegistrar:
         self.most_writes_in_flight = 0
 
     async def register(
-        self, req: RegisterBrokerRequest, facts: BodyFacts | None = None
+        self, req: RegisterBrokerRequest, facts: BodyFacts | None = None, kept: bytes | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         """Returns (None, None) when refused (R7: "register broker failed").
 
         ``facts``: what ``req.body`` amounted to when it was decoded before (a heal's replay of
         a registration this worker accepted): Redis is asked first, and the body is decoded
-        only if topics must be written.
+        only if topics must be written. ``kept`` (with ``facts``): the topic writes that
+        registration sent, packed (:mod:`namesrv.registry.kept_topics`): they are sent again
+        instead, and the body is not decoded at all.
 
         A request whose body is still raw (``req.body``) first asks Redis to reuse the last
         complete registration of that same body: the common periodic re-registration then costs
@@ -163,7 +172,9 @@ class BrokerRegistrar:
         member = live_member(req.clusterName, req.brokerAddr)
         body = req.body
         if facts is not None:
-            return await self._register_known(req, args, facts, lambda: self._decoded(body, member))
+            return await self._register_known(
+                req, args, facts, lambda: self._decoded(body, member), kept=kept
+            )
         # A body other than the last one this worker decoded for the broker is almost never
         # the last complete registration Redis could reuse: skip asking (if it was, the full
         # path below gives the same result after a delta decode).
@@ -216,20 +227,31 @@ class BrokerRegistrar:
         facts: BodyFacts,
         content: Callable[[], contextlib.AbstractAsyncContextManager[DecodedBody]],
         laid_out_by: str = "",
+        kept: bytes | None = None,
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         """The registration once what its body amounts to is known; ``content`` gives the
-        decoded body, asked for only when Redis wants topics written; ``laid_out_by``: the
+        decoded body, asked for only when Redis wants topics written and ``kept`` (the topic
+        writes an earlier registration of the body sent, packed) is None; ``laid_out_by``: the
         member whose body to lay out once this registration is answered."""
         args = replace(args, body=facts)
         header = await self.store.register_header(args)
         if header.route_changed:
             self.lookups.note_local_write()
+        written: WrittenTopics | None = None
         if header.status is RegisterStatus.REGISTERED and header.mode is not WriteMode.NONE:
-            async with content() as decoded:
-                await self._write_topics(req, args, header.mode, decoded, facts.prune_leftovers)
+            before = unpack_written(kept) if kept is not None else None
+            if before is not None and before.broker_name == args.broker_name:
+                self.kept_writes_sent += 1
+                await self._write_kept(req, args, before, facts.prune_leftovers)
+            else:  # none kept, or written for a broker name the broker no longer has
+                async with content() as decoded:
+                    written = await self._write_topics(req, args, header.mode, decoded, facts.prune_leftovers)
         if laid_out_by:
             self._lay_out_after_reply(laid_out_by)
-        return self._registered(req, header, facts)
+        registration = self._registered(req, header, facts)
+        if registration[1] is not None and written is not None and req.holder and req.replay_of is None:
+            return registration[0], replace(registration[1], written=written)
+        return registration
 
     async def _write_topics(
         self,
@@ -238,15 +260,34 @@ class BrokerRegistrar:
         mode: WriteMode,
         decoded: DecodedBody,
         prune: bool,
-    ) -> None:
+    ) -> WrittenTopics | None:
+        """Returns every topic write sent, when all were (not a delta)."""
         wrapper = decoded.wrapper
         status = TopicsStatus.DELTA_REFUSED
         delta = decoded.delta
+        written = None
         async with self._writing:
             if mode is WriteMode.ALL and delta is not None and not (prune and delta.base_had_mappings):
                 status = await self._write_delta(args, wrapper, delta, prune)
             if status is TopicsStatus.DELTA_REFUSED:
-                status = await self._write_all(args, wrapper, prune)
+                configs = sorted(wrapper.topicConfigTable.values(), key=_topic_name)
+                mappings = {t: dumps(info) for t, info in wrapper.topicQueueMappingInfoMap.items()}
+                render = QueueWrites(args.broker_name).writes
+                status, written = await self._write_all(args, configs, render, _topic_name, mappings, prune)
+        self._wrote(req, status)
+        return written
+
+    async def _write_kept(
+        self, req: RegisterBrokerRequest, args: RegisterBrokerArgs, written: WrittenTopics, prune: bool
+    ) -> None:
+        """A heal's replay of a registration that kept its topic writes: the same calls again."""
+        async with self._writing:
+            status, _ = await self._write_all(
+                args, written.writes, list, _write_topic, written.mappings, prune
+            )
+        self._wrote(req, status)
+
+    def _wrote(self, req: RegisterBrokerRequest, status: TopicsStatus) -> None:
         self.lookups.note_local_write()
         if status is TopicsStatus.FENCED:
             log.info(
@@ -339,26 +380,34 @@ class BrokerRegistrar:
             self.writes_in_flight -= 1
 
     async def _write_all(
-        self, args: RegisterBrokerArgs, wrapper: TopicConfigWrapper, prune: bool
-    ) -> TopicsStatus:
-        """Every topic, in chunks of ``registerChunkTopics``. Each chunk is sent as soon as it is
+        self,
+        args: RegisterBrokerArgs,
+        topics: Sequence[_P],
+        render: Callable[[Sequence[_P]], list[TopicWrite]],
+        name_of: Callable[[_P], str],
+        mappings: Mapping[str, str],
+        prune: bool,
+    ) -> tuple[TopicsStatus, WrittenTopics]:
+        """Every topic (sorted by name; ``render`` makes a chunk's writes of them), in chunks of
+        ``registerChunkTopics``. Each chunk is sent as soon as it is
         built and fewer than :func:`chunks_in_flight` are unanswered, so Redis runs one chunk while
         this worker builds the next, and never queues more of them; the final call
         (removals, mappings, the commit) goes once all the others are applied. With more than
         one chunk the final call carries no topic: the wait at the end is one short call (about
-        1 ms for a new 10,000-topic broker, measured) instead of a whole chunk (9-13 ms)."""
-        configs = sorted(wrapper.topicConfigTable.values(), key=lambda tc: tc.topicName)
+        1 ms for a new 10,000-topic broker, measured) instead of a whole chunk (9-13 ms).
+        Returns the status and every write sent."""
         removals: list[str] = []
         if prune:
-            present = {tc.topicName for tc in configs}
+            present = {name_of(t) for t in topics}
             removals = [t for t in await self.store.broker_topics(args.broker_name) if t not in present]
         size = self.settings().registerChunkTopics
         in_flight = chunks_in_flight(size)
-        parts = [configs[i : i + size] for i in range(0, len(configs), size)] or [[]]
-        queue_writes = QueueWrites(args.broker_name)
+        parts: list[Sequence[_P]] = [topics[i : i + size] for i in range(0, len(topics), size)] or [[]]
+        sent_writes: list[TopicWrite] = []
 
         def chunk(no: int) -> RegisterTopicsArgs:
-            writes = queue_writes.writes(parts[no])
+            writes = render(parts[no])
+            sent_writes.extend(writes)
             return self._topic_chunk(args, writes, no, no == len(parts) - 1)
 
         if len(parts) > 1:
@@ -373,11 +422,7 @@ class BrokerRegistrar:
                     break  # gather raises it; the chunks not sent are not needed any more
                 sent.append(asyncio.create_task(self._send(chunk(no))))
                 await asyncio.sleep(0)  # the task writes it to Redis before the next is built
-            final = replace(
-                chunk(len(parts) - 1),
-                removals=removals,
-                mappings={t: dumps(info) for t, info in wrapper.topicQueueMappingInfoMap.items()},
-            )
+            final = replace(chunk(len(parts) - 1), removals=removals, mappings=mappings)
             await asyncio.gather(*sent)  # the first failure (StoreUnavailable...) as it was raised
         finally:
             for task in sent:
@@ -387,7 +432,7 @@ class BrokerRegistrar:
                     task.exception()  # seen: gather raised the first failure, these add nothing
         statuses = [task.result().status for task in sent]
         statuses.append((await self._send(final)).status)
-        return min(statuses, key=lambda st: st.value)
+        return min(statuses, key=lambda st: st.value), WrittenTopics(args.broker_name, sent_writes, mappings)
 
     def _registered(
         self, req: RegisterBrokerRequest, header: HeaderOutcome, facts: BodyFacts | None = None
@@ -432,6 +477,14 @@ class BrokerRegistrar:
             header.registered_at,
             facts,
         )
+
+
+def _topic_name(config: TopicConfig) -> str:
+    return config.topicName
+
+
+def _write_topic(write: TopicWrite) -> str:
+    return write.topic
 
 
 def _inflates(body: RawBody) -> bool:

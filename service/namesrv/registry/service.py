@@ -110,11 +110,11 @@ class RegistryService:
 
     # ---- 103 REGISTER_BROKER ----
     async def register_broker(
-        self, req: RegisterBrokerRequest, facts: BodyFacts | None = None
+        self, req: RegisterBrokerRequest, facts: BodyFacts | None = None, kept: bytes | None = None
     ) -> tuple[RegisterBrokerResult | None, Registration | None]:
         """Returns (None, None) when refused (R7: "register broker failed"); see
         :meth:`BrokerRegistrar.register`."""
-        return await self.registrar.register(req, facts)
+        return await self.registrar.register(req, facts, kept)
 
     @property
     def count_registration(self) -> Callable[[str], None]:

@@ -3,6 +3,8 @@ group lookup of a broker set (901)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from namesrv.domain.codes import ZONE_NAME, ResponseCode
 from namesrv.domain.errors import BadRequest
 from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest
@@ -48,10 +50,17 @@ async def register_broker(
     if result is None:
         return reply(ctx, cmd, ResponseCode.SYSTEM_ERROR, remark="register broker failed", ext={})
     if registration is not None:
-        conn.registrations[(registration.cluster, registration.addr)] = registration
         ctx.service.keeper.keep(
-            conn.holder, request, registration.registered_at, conn.replayed, conn.is_open, registration.facts
+            conn.holder,
+            request,
+            registration.registered_at,
+            conn.replayed,
+            conn.is_open,
+            registration.facts,
+            registration.written,
         )
+        # the writes are the keeper's now (packed): the connection holds the rest
+        conn.registrations[(registration.cluster, registration.addr)] = replace(registration, written=None)
     header: dict[str, str] = {}
     if result.haServerAddr:
         header["haServerAddr"] = result.haServerAddr
