@@ -745,6 +745,41 @@ async def test_a_heal_serves_the_route_cached_before_the_loss_through_replays(
     assert after is not None and (after.data, registry.reads) == (route("a"), 2)
 
 
+async def test_a_route_read_while_a_replay_lands_is_read_again_not_kept_partial(
+    registry: Registry, clock: Clock
+) -> None:
+    """A worker with a cold cache reads a route during the heal while one broker of it is
+    replayed and the other's replay writes it: the replay's entry may be applied while the read
+    is in flight, and no later entry names the topic. Stored as an ordinary route it stayed
+    partial until its brokers' deadline (the cold-cache heal test, about one run in fifteen once
+    replays sent their kept writes); kept as a route read since the loss, it is read again when
+    a lookup asks for it a second later."""
+    c = new_cache(registry, clock, max_entries=10, heal_s=15.0, refresh_s=60.0)
+    c.start()
+    try:
+        await c.on_reset("Redis holds a new data set")
+        clock.now += 0.01
+        c.freshness.known_at = clock.now
+        registry.routes["T"] = route("b")  # broker b replayed, broker a's writes not yet read
+        registry.gate = asyncio.Event()
+        pending = asyncio.create_task(c.get("T"))
+        await asyncio.sleep(0)
+        registry.routes["T"] = route("a", "b")
+        await c.on_event("registerQueues", queues_written("T", "a", replay=True))  # while in flight
+        registry.gate.set()
+        partial = await pending
+        assert partial is not None and partial.data == route("b")
+        registry.gate = None
+        clock.now += 1.1
+        c.freshness.known_at = clock.now
+        await c.get("T")  # served as read, and read again in the background
+        await settle()
+        whole = await c.get("T")
+        assert whole is not None and whole.data == route("a", "b") and registry.reads == 2
+    finally:
+        await c.close()
+
+
 async def test_routes_of_the_same_brokers_share_one_list_of_members(registry: Registry, clock: Clock) -> None:
     """#27 memory: 10,000 routes of the same 300 addresses keep one list of them, not 10,000."""
     c = new_cache(registry, clock, max_entries=10)

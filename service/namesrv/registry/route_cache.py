@@ -147,6 +147,9 @@ class RouteCache:
         self._clock_offset: float | None = None  # local time at Redis time 0, from the last read
         self._inflight: dict[str, asyncio.Future[CachedRoute | None]] = {}
         self._generation = 0
+        # replay entries kept through (_keep_while_healing): they leave _generation alone, but a
+        # read in flight meanwhile may predate the replay's writes
+        self._replays_kept = 0
         self.local_write_at = -math.inf
         self.hits = self.misses = self.bypasses = self.shed = self.invalidations = 0
         self.outage_hits = self.unavailable = self.resets = 0
@@ -484,7 +487,7 @@ class RouteCache:
         return CachedRoute(lookup.route, lookup.valid_until, shared=False)
 
     async def _load(self, topic: str, served_at: float | None = None) -> CachedRoute | None:
-        generation, applied = self._generation, self.freshness.last_id
+        generation, replays, applied = self._generation, self._replays_kept, self.freshness.last_id
         lookup = await self._fill(topic)
         now = self.clock()
         if lookup.route is None:
@@ -515,7 +518,15 @@ class RouteCache:
                 self._clock_offset = lookup.clock_offset
             for member, deadline in lookup.deadlines.items():
                 self._deadlines[member] = max(deadline, self._deadlines.get(member, deadline))
-            self._store(topic, entry)
+            if replays != self._replays_kept and self._heal.open(now):
+                # A replay was applied while this was read: the read may predate its writes
+                # (one broker of the route replayed, not yet the other), and no later entry may
+                # name the topic. Kept as a replay keeps a route read since the loss: served,
+                # and read again when a lookup asks for it a second or more from now.
+                self._forget(topic)
+                self._before_loss[topic] = entry
+            else:
+                self._store(topic, entry)
         return entry
 
     def _store(self, topic: str, entry: CachedRoute) -> None:
@@ -615,6 +626,7 @@ class RouteCache:
         change other than a replay still ends it (on_event)."""
         # Each table looked up only when it holds something: every replay names up to a chunk of
         # topics, while with a warm cache the tables are empty (the pre-loss routes are kept apart).
+        self._replays_kept += 1
         if self._routes:
             named = list(impact.topics)
             if impact.broker is not None:
