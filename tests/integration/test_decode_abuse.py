@@ -34,7 +34,7 @@ from tests.builders import register_json
 from tests.conftest import close_client, start_client
 from tests.integration.test_abuse_bounded import rss
 from tests.integration.test_lifecycle import Worker
-from tests.registry_state import drop_namespace
+from tests.registry_state import SCAN_COUNT, drop_namespace
 
 MIB = 1 << 20
 REGISTER_BROKER, GET_ROUTE = 103, 105
@@ -173,7 +173,7 @@ async def settled_rss(pid: int, bound: int, timeout: float = 30.0) -> int:
 
 
 async def keys(redis: Redis, namespace: str) -> set[str]:
-    return {key async for key in redis.scan_iter(match=f"{{{namespace}}}:*")}
+    return {key async for key in redis.scan_iter(match=f"{{{namespace}}}:*", count=SCAN_COUNT)}
 
 
 # ---- against worker processes -----------------------------------------------------------------

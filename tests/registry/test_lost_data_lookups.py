@@ -17,6 +17,7 @@ from namesrv.registry.service import RegistryService
 from namesrv.store.keyspace import Keyspace
 from tests.builders import ManualFreshness, register
 from tests.registry.helpers import CLUSTER, MASTER
+from tests.registry_state import SCAN_COUNT
 
 KNOWN = "data-set-1"
 
@@ -43,7 +44,7 @@ def fresh_cache(service: RegistryService) -> tuple[RouteCache, ManualFreshness]:
 async def lose_everything(redis: Redis, namespace: str) -> None:
     """What a restart without persistence, a FLUSHALL or a failover to an empty replica leaves of
     this registry (other tests' namespaces share the server)."""
-    keys = [key async for key in redis.scan_iter(match=Keyspace(namespace).prefix + "*")]
+    keys = [key async for key in redis.scan_iter(match=Keyspace(namespace).prefix + "*", count=SCAN_COUNT)]
     assert keys
     await redis.delete(*keys)
 

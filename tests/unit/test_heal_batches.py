@@ -13,10 +13,11 @@ from namesrv.domain.model import DataVersion, RawBody, RegisterBrokerRequest, Re
 from namesrv.protocol.register_body import data_version_text
 from namesrv.registry import heal
 from namesrv.registry.heal import RegistrationKeeper
+from namesrv.registry.kept_topics import WrittenTopics
 from namesrv.registry.registration import Registration
 from namesrv.sim.bodies import register_body_compressed, register_body_json
 from namesrv.sim.broker import topic_configs
-from namesrv.store.registration_args import BodyFacts
+from namesrv.store.registration_args import BodyFacts, TopicWrite
 
 ADDR = "10.0.0.1:10911"
 
@@ -160,3 +161,20 @@ async def test_a_body_kept_again_takes_the_facts_of_its_latest_decode() -> None:
     keeper.keep("w#1", request, 3_000, lambda reg: None, lambda: True, _facts(1))
     await _heal(keeper)
     assert register.facts == [None, _facts(1)]
+
+
+async def test_writes_that_push_a_copy_past_the_bound_drop_it_cleanly() -> None:
+    """A body kept again with its topic writes grows its copy; past ``max_bytes`` the copy goes
+    (counted), as any copy over the bound does."""
+    outcomes: dict[str, int] = {}
+    keeper = RegistrationKeeper(
+        Recorder(), max_bytes=1 << 20, count=lambda o, n: outcomes.__setitem__(o, outcomes.get(o, 0) + n)
+    )
+    request = _batch([f"T{i}" for i in range(200)], 5)
+    keeper.keep("w#1", request, 1_000, lambda reg: None, lambda: True, _facts(1))
+    keeper.max_bytes = keeper.bytes  # the copy just fits
+    writes = [TopicWrite(f"T{i}", f'{{"perm":{i}}}', 0) for i in range(200)]  # 200 shapes: no zlib win
+    keeper.keep(
+        "w#1", request, 2_000, lambda reg: None, lambda: True, _facts(1), WrittenTopics("b", writes, {})
+    )
+    assert (len(keeper), keeper.bytes, outcomes) == (0, 0, {"dropped": 1})

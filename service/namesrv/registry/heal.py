@@ -184,9 +184,10 @@ class RegistrationKeeper:
                 batch = known.batches[body.hash]
                 batch.facts = facts
                 if written is not None:
-                    self._drop(key)  # re-counted with the new writes
+                    self._drop(key)  # counted again with the writes, and moved to the end
                     batch.writes = pack_written(written)
                     self._put(key, known)
+                    return
             self._kept.move_to_end(key)
             return
         data = body.data or b""

@@ -248,10 +248,10 @@ class BrokerRegistrar:
                     written = await self._write_topics(req, args, header.mode, decoded, facts.prune_leftovers)
         if laid_out_by:
             self._lay_out_after_reply(laid_out_by)
-        registration = self._registered(req, header, facts)
-        if registration[1] is not None and written is not None and req.holder and req.replay_of is None:
-            return registration[0], replace(registration[1], written=written)
-        return registration
+        result, registration = self._registered(req, header, facts)
+        if registration is not None and written is not None and req.holder and req.replay_of is None:
+            registration = replace(registration, written=written)
+        return result, registration
 
     async def _write_topics(
         self,
