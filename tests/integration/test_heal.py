@@ -446,6 +446,7 @@ async def test_a_slave_is_replayed_after_its_master_and_writes_and_decodes_nothi
         marks = [(f["brokerAddr"], f["replay"]) for f in log if f.get("kind") == "register"]
         assert marks == [("127.0.0.1:10911", "1"), ("127.0.0.1:10912", "1")]
         assert service.bodies_decoded - decoded_before == 0
+        assert service.keeper.bodies_inflated == 0  # neither kept body was even inflated
         assert service.registrar.kept_writes_sent == 1  # the master's
     finally:
         await conn.aclose()
@@ -512,7 +513,7 @@ async def test_a_replay_from_the_kept_writes_leaves_redis_as_the_registration_di
         await eventually(replayed, timeout=20, what="the broker replayed")
         await eventually(lambda: not service.keeper.healing, timeout=20, what="the heal done")
         assert await _route_state(raw, keys, "broker-m") == before
-        assert service.bodies_decoded == decoded_before
+        assert service.bodies_decoded == decoded_before and service.keeper.bodies_inflated == 0
         assert service.registrar.kept_writes_sent == 1
     finally:
         await raw.aclose()

@@ -178,3 +178,32 @@ async def test_writes_that_push_a_copy_past_the_bound_drop_it_cleanly() -> None:
         "w#1", request, 2_000, lambda reg: None, lambda: True, _facts(1), WrittenTopics("b", writes, {})
     )
     assert (len(keeper), keeper.bytes, outcomes) == (0, 0, {"dropped": 1})
+
+
+async def test_a_kept_body_is_inflated_only_when_the_replay_reads_it() -> None:
+    """A replay that sends kept writes, or a slave's, needs only the body's hash: the kept bytes
+    stay compressed. One that decodes reads the very bytes the broker sent."""
+    hashes: list[str] = []
+
+    class HashOnly(Recorder):
+        async def __call__(
+            self, request: RegisterBrokerRequest, facts: BodyFacts | None = None, kept: bytes | None = None
+        ) -> tuple[RegisterBrokerResult | None, Registration | None]:
+            assert request.body is not None
+            hashes.append(request.body.hash)
+            return RegisterBrokerResult(), Registration("C", ADDR, "b", 0, 101)
+
+    sent = [_batch(["A", "B"], 5), _batch(["C"], 5, compressed=True)]
+    keeper = RegistrationKeeper(HashOnly(), max_bytes=1 << 20)
+    for request in sent:
+        keeper.keep("w#1", request, 1_000, lambda reg: None, lambda: True)
+    await _heal(keeper)
+    assert hashes == [r.body.hash for r in sent if r.body] and keeper.bodies_inflated == 0
+
+    register = Recorder()
+    keeper = RegistrationKeeper(register, max_bytes=1 << 20)
+    for request in sent:
+        keeper.keep("w#1", request, 1_000, lambda reg: None, lambda: True)
+    await _heal(keeper)
+    assert [body for body, _ in register.calls] == [r.body.data for r in sent if r.body]
+    assert keeper.bodies_inflated == 2

@@ -27,6 +27,7 @@ registration's topic writes are kept beside the body, packed (:mod:`namesrv.regi
 25 KB for 10,000 topics), and sent again as they are: half of a replay's CPU in the worker
 (``python -m bench.replay_cost``). A body this worker never wrote in full (the broker's unchanged
 body re-sent after it moved here from another worker, or a body written as a delta) is decoded.
+Nor is a kept body inflated unless it is decoded (:class:`KeptBody`): a replay needs its hash.
 
 Memory: bodies are kept zlib-compressed (a 10,000-topic JSON body of 1.7 MB keeps in about a
 tenth of that), at most ``max_bytes`` in all, the kept writes included; past it the oldest copies
@@ -37,6 +38,7 @@ this.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import zlib
@@ -150,6 +152,7 @@ class RegistrationKeeper:
         self._compressing: set[asyncio.Task[tuple[bytes, bytes | None]]] = set()
         self._seq = 0
         self.healing = False
+        self.bodies_inflated = 0  # kept bodies a replay had to read (decode) again
         self.last_heal: dict[str, float] = {}  # figures of the last heal (for logs, metrics, tests)
 
     # ---- what the connections tell ----
@@ -324,15 +327,15 @@ class RegistrationKeeper:
         time of the registration it copies (Redis skips it if it holds a newer one: the broker's
         own since, another worker's newer copy); each later batch also the epoch its batch before
         got (skipped if anyone registered or removed the broker in between)."""
-        batches = list(kept.batches.values())
+        batches = list(kept.batches.items())
         while progress.next_batch < len(batches):
             if not kept.alive():
                 return "skipped"
-            batch = batches[progress.next_batch]
-            data = zlib.decompress(batch.packed) if batch.packed else b""
+            body_hash, batch = batches[progress.next_batch]
+            body = KeptBody(batch.packed, batch.version, batch.compressed, body_hash)
             request = replace(
                 kept.request,
-                body=RawBody(data or None, batch.version, batch.compressed),
+                body=body,
                 replay_of=kept.registered_at,
                 replay_continues=progress.next_batch > 0,
             )
@@ -351,6 +354,8 @@ class RegistrationKeeper:
                     getattr(exc, "remark", exc),
                 )
                 return "failed"
+            finally:
+                self.bodies_inflated += body.inflated
             if registration is None:
                 return "skipped" if result is not None else "failed"
             kept.on_replayed(registration)
@@ -373,6 +378,29 @@ class RegistrationKeeper:
 
     def __len__(self) -> int:
         return len(self._kept)
+
+
+class KeptBody(RawBody):
+    """A kept body as a replay sends it: inflated only if the replay reads its content (a
+    decode). A replay that sends its kept writes, or a slave's that writes no topic, reads only
+    the hash (the key it was kept under), and inflating 1.7 MB for each of them was a tenth of
+    the workers' CPU in a heal at the RIP-29 shape."""
+
+    def __init__(self, packed: bytes, version: int, compressed: bool, body_hash: str) -> None:
+        # a frozen dataclass: its fields are set as its own __init__ sets them
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "compressed", compressed)
+        object.__setattr__(self, "_packed", packed)
+        self.__dict__["hash"] = body_hash  # the cached property, known already
+
+    @property
+    def inflated(self) -> bool:
+        return "data" in self.__dict__
+
+    @functools.cached_property
+    def data(self) -> bytes | None:
+        packed: bytes = self.__dict__["_packed"]
+        return zlib.decompress(packed) or None if packed else None
 
 
 def _pack(body: bytes, written: WrittenTopics | None) -> tuple[bytes, bytes | None]:
