@@ -1020,6 +1020,19 @@ def test_the_feeds_read_only_entry_is_decoded_once_for_every_listener() -> None:
     assert route_impact(EventKind.REGISTER_QUEUES, fields).topics == ()
 
 
+def test_an_entry_names_each_topic_it_changed_once() -> None:
+    """registerQueues pairs topics with QueueData indexes, the other scripts (and an older
+    release) with QueueData objects; a topic in two lists is named once, in first-seen order."""
+    indexed = {"upserted": '[["A",0],["B",1]]', "removed": "[]", "mapped": "[]"}
+    assert route_impact(EventKind.REGISTER_QUEUES, indexed).topics == ("A", "B")
+    objects = {"upserted": '[["A",{"brokerName":"b","perm":6}],["C",{"perm":4}]]', "removed": '["D"]'}
+    assert route_impact(EventKind.REGISTER_QUEUES, objects).topics == ("A", "C", "D")
+    overlapping = {"upserted": '[["A",0],["B",0]]', "removed": '["C"]', "mapped": '["B","A"]'}
+    assert route_impact(EventKind.REGISTER_QUEUES, overlapping).topics == ("A", "B", "C")
+    wiped = {"upserted": '[["A",{"perm":4}]]', "topic": "A"}
+    assert route_impact(EventKind.WIPE_PERM, wiped).topics == ("A",)
+
+
 async def test_replayed_registrations_keep_the_heal_window_open(registry: Registry, clock: Clock) -> None:
     """Slaves are replayed after the masters and write no queue: their registrations carry the
     replay mark, so the window stays open while they land (closed under them, routes re-read

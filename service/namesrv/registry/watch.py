@@ -281,7 +281,7 @@ def to_event(entry_id: str, kind: str, fields: Mapping[str, str]) -> WatchEvent 
     return WatchEvent(
         entry_id,
         str(kind),
-        topics=tuple(dict.fromkeys(impact.topics)),
+        topics=impact.topics,  # each topic once already
         brokers=tuple(brokers),
         clusters=(cluster,) if cluster else (),
         everything=impact.everything,
