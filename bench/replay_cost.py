@@ -28,7 +28,7 @@ from namesrv.registry.registration import QueueWrites
 from namesrv.sim.bodies import register_body_json
 from namesrv.sim.broker import topic_configs
 from namesrv.store.keyspace import Keyspace
-from namesrv.store.registration_args import RegisterTopicsArgs
+from namesrv.store.registration_args import RegisterTopicsArgs, TopicWrites
 from namesrv.store.script_call import CallContext
 
 BODY_VERSION = 400  # a 4.9.x/5.x broker's request version: the JSON body
@@ -59,9 +59,17 @@ def kept_chunks(kept: bytes, size: int) -> list[RegisterTopicsArgs]:
     """A heal's replay with the writes its registration kept: unpacked, not decoded."""
     writes = unpack_written(kept).writes
     return [
-        RegisterTopicsArgs("C", "10.0.0.1:10911", "broker-a", "token", False, no, writes[i : i + size])
+        RegisterTopicsArgs("C", "10.0.0.1:10911", "broker-a", "token", False, no, writes.slice(i, i + size))
         for no, i in enumerate(range(0, len(writes), size))
     ]
+
+
+def all_writes(calls: Sequence[RegisterTopicsArgs]) -> TopicWrites:
+    """Every write the calls send, in order: what a registration keeps for a replay."""
+    writes = TopicWrites([], [], [])
+    for call in calls:
+        writes.extend(call.columns)
+    return writes
 
 
 def arguments(calls: Sequence[RegisterTopicsArgs]) -> list[tuple[list[str], list[Any]]]:
@@ -106,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     configs = decode(body)
     calls = chunks(configs, args.chunk)
     built = arguments(calls)
-    kept = pack_written(WrittenTopics("broker-a", [w for call in calls for w in call.writes], {}))
+    kept = pack_written(WrittenTopics("broker-a", all_writes(calls), {}))
     assert kept is not None
     pieces = {
         "decode (JSON body -> sorted topic configs)": lambda: decode(body),

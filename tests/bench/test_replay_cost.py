@@ -41,6 +41,6 @@ def test_prints_each_piece(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_a_replay_from_the_kept_writes_sends_the_same_arguments() -> None:
     calls = replay_cost.chunks(replay_cost.decode(replay_cost.body_of(1200)), 500)
-    kept = pack_written(WrittenTopics("broker-a", [w for call in calls for w in call.writes], {}))
+    kept = pack_written(WrittenTopics("broker-a", replay_cost.all_writes(calls), {}))
     assert kept is not None
     assert replay_cost.arguments(replay_cost.kept_chunks(kept, 500)) == replay_cost.arguments(calls)

@@ -17,7 +17,7 @@ from namesrv.registry.kept_topics import WrittenTopics
 from namesrv.registry.registration import Registration
 from namesrv.sim.bodies import register_body_compressed, register_body_json
 from namesrv.sim.broker import topic_configs
-from namesrv.store.registration_args import BodyFacts, TopicWrite
+from namesrv.store.registration_args import BodyFacts, TopicWrite, TopicWrites
 
 ADDR = "10.0.0.1:10911"
 
@@ -175,7 +175,13 @@ async def test_writes_that_push_a_copy_past_the_bound_drop_it_cleanly() -> None:
     keeper.max_bytes = keeper.bytes  # the copy just fits
     writes = [TopicWrite(f"T{i}", f'{{"perm":{i}}}', 0) for i in range(200)]  # 200 shapes: no zlib win
     keeper.keep(
-        "w#1", request, 2_000, lambda reg: None, lambda: True, _facts(1), WrittenTopics("b", writes, {})
+        "w#1",
+        request,
+        2_000,
+        lambda reg: None,
+        lambda: True,
+        _facts(1),
+        WrittenTopics("b", TopicWrites.of(writes), {}),
     )
     assert (len(keeper), keeper.bytes, outcomes) == (0, 0, {"dropped": 1})
 

@@ -10,7 +10,9 @@ import orjson
 
 from namesrv.domain.model import TopicConfig
 from namesrv.registry.registration import QueueWrites
-from namesrv.store.registration_args import RegisterTopicsArgs, TopicWrite, json_plain
+from namesrv.store.keyspace import Keyspace
+from namesrv.store.registration_args import RegisterTopicsArgs, TopicWrite, TopicWrites, json_plain
+from namesrv.store.script_call import CallContext
 
 # what needs escaping in a JSON string (and '/', which the Java side escapes too)
 ESCAPED = re.compile(r'[\x00-\x1f"\\/\x7f-\U0010ffff]')
@@ -25,7 +27,7 @@ def test_plain_is_exactly_no_character_that_json_escapes() -> None:
     assert json_plain("TopicA_%|-9 x")
 
 
-def _chunk(writes: list[TopicWrite]) -> RegisterTopicsArgs:
+def _chunk(writes: list[TopicWrite] | TopicWrites) -> RegisterTopicsArgs:
     return RegisterTopicsArgs("c", "a:1", "b", "tok", False, 0, writes)
 
 
@@ -64,3 +66,27 @@ def test_writes_are_topic_writes() -> None:
         "t", '{"brokerName":"b","perm":4,"readQueueNums":2,"topicSysFlag":5,"writeQueueNums":3}', 5
     )
     assert (write.topic, write.sys_flag) == ("t", 5)
+
+
+def test_writes_are_columns_that_slice_extend_and_read_as_rows() -> None:
+    rows = [TopicWrite("a", "{1}", 0), TopicWrite("b", "{2}", 1), TopicWrite("c", "{1}", 0)]
+    columns = TopicWrites.of(rows)
+    assert (columns.topics, columns.queues, columns.flags) == (
+        ["a", "b", "c"],
+        ["{1}", "{2}", "{1}"],
+        [0, 1, 0],
+    )
+    assert list(columns) == rows and len(columns) == 3 and columns[-1] == rows[2]
+    head, tail = columns.slice(0, 2), columns.slice(2, 3)
+    assert list(head) == rows[:2] and list(columns.slice(3, 3)) == []
+    head.extend(tail)
+    assert head == columns
+    # a call built from rows holds columns: the same keys and arguments as one built from columns
+    ctx = CallContext(Keyspace("ns"), "100", "w1")
+    by_rows, by_columns = _chunk(rows), RegisterTopicsArgs("c", "a:1", "b", "tok", False, 0, columns)
+    assert by_rows.columns == columns
+    assert (by_rows.keys(ctx.keyspace), by_rows.argv(ctx)) == (
+        by_columns.keys(ctx.keyspace),
+        by_columns.argv(ctx),
+    )
+    assert by_rows.argv(ctx)[11] == '{"b":1}'  # the non-zero topicSysFlags

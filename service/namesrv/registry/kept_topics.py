@@ -20,12 +20,12 @@ from __future__ import annotations
 import struct
 import zlib
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import orjson
 
-from namesrv.store.registration_args import TopicWrite
+from namesrv.store.registration_args import TopicWrites
 
 _HEADER = struct.Struct(">III")
 
@@ -37,7 +37,7 @@ class WrittenTopics:
     queue writes name the broker: they hold for the broker name they were written for only."""
 
     broker_name: str
-    writes: Sequence[TopicWrite]
+    writes: TopicWrites
     mappings: Mapping[str, str]
 
 
@@ -45,11 +45,11 @@ def pack_written(written: WrittenTopics) -> bytes | None:
     """``written`` compressed; None when a name would not survive the layout (a newline: only a
     body no decoder accepts could carry one)."""
     writes = written.writes
-    names = "\n".join([w.topic for w in writes])
-    if writes and names.count("\n") != len(writes) - 1:
+    names = "\n".join(writes.topics)
+    if writes.topics and names.count("\n") != len(writes) - 1:
         return None
     shapes: dict[tuple[str, int], int] = {}
-    index = [shapes.setdefault((w.queue_data_json, w.sys_flag), len(shapes)) for w in writes]
+    index = [shapes.setdefault(shape, len(shapes)) for shape in zip(writes.queues, writes.flags, strict=True)]
     head = orjson.dumps(
         {"brokerName": written.broker_name, "queues": list(shapes), "mappings": dict(written.mappings)}
     )
@@ -71,17 +71,13 @@ def unpack_written(packed: bytes) -> WrittenTopics:
     column.frombytes(raw[at:])
     queues = [str(queue) for queue, _ in head["queues"]]
     flags = [int(flag) for _, flag in head["queues"]]
-    make = tuple.__new__  # as QueueWrites.writes: the named tuple's constructor is slower
-    if not column:
-        writes: list[TopicWrite] = []
-    elif len(queues) == 1:  # the usual case: every topic of the broker alike
-        queue, flag = queues[0], flags[0]
-        writes = [make(TopicWrite, (name, queue, flag)) for name in names.split("\n")]
+    topics = names.split("\n") if column else []
+    if len(topics) != len(column):
+        raise ValueError(f"{len(topics)} topic names for {len(column)} queue writes")
+    if len(queues) == 1:  # the usual case: every topic of the broker alike
+        writes = TopicWrites(topics, queues * len(topics), flags * len(topics))
     else:
-        writes = [
-            make(TopicWrite, (name, queues[i], flags[i]))
-            for name, i in zip(names.split("\n"), column, strict=True)
-        ]
+        writes = TopicWrites(topics, [queues[i] for i in column], [flags[i] for i in column])
     return WrittenTopics(
         str(head["brokerName"]), writes, {str(k): str(v) for k, v in head["mappings"].items()}
     )
