@@ -386,6 +386,8 @@ class KeptBody(RawBody):
     the hash (the key it was kept under), and inflating 1.7 MB for each of them was a tenth of
     the workers' CPU in a heal at the RIP-29 shape."""
 
+    _packed: bytes  # not a field: the dataclass is RawBody, this subclass is not one
+
     def __init__(self, packed: bytes, version: int, compressed: bool, body_hash: str) -> None:
         # a frozen dataclass: its fields are set as its own __init__ sets them
         object.__setattr__(self, "version", version)
@@ -399,8 +401,7 @@ class KeptBody(RawBody):
 
     @functools.cached_property
     def data(self) -> bytes | None:
-        packed: bytes = self.__dict__["_packed"]
-        return zlib.decompress(packed) or None if packed else None
+        return zlib.decompress(self._packed) or None if self._packed else None
 
 
 def _pack(body: bytes, written: WrittenTopics | None) -> tuple[bytes, bytes | None]:
