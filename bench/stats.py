@@ -25,7 +25,8 @@ def median(values: Sequence[float]) -> float:
 def bucketed(
     offsets: Sequence[float], latencies: Sequence[float], start: float, end: float, bucket_s: float
 ) -> list[list[float]]:
-    buckets = max(1, math.floor((end - start) / bucket_s))
+    # rounded first: 0.6 / 0.1 is 5.999..., and a 0.6 s window has six buckets
+    buckets = max(1, math.floor(round((end - start) / bucket_s, 9)))
     samples: list[list[float]] = [[] for _ in range(buckets)]
     for offset, latency in zip(offsets, latencies, strict=True):
         i = math.floor((offset - start) / bucket_s)

@@ -14,8 +14,9 @@ import orjson
 from redis.asyncio import Redis
 
 from bench.fleet import worker_counters
-from bench.load_jobs import LoadJob
+from bench.load_jobs import LoadJob, LoadResult
 from bench.loadgen import LoadPool
+from bench.lookups import window_p99s
 from bench.procs import CpuMeter, CpuWaitMeter, with_other
 from bench.redisstats import commandstats, reset_stats
 from bench.scale.shapes import CLUSTER, Shape
@@ -178,8 +179,13 @@ async def lookup_window(
             with contextlib.suppress(Exception):  # a restarted Redis: no stats for this window
                 stats.update(await commandstats(redis))
 
+    raw: list[LoadResult] = []
     summary = await pool.run(
-        job, before_window=read_counters if worker_urls else None, on_window_start=start, on_window_end=end
+        job,
+        before_window=read_counters if worker_urls else None,
+        on_window_start=start,
+        on_window_end=end,
+        raw=raw,
     )
     done = max(summary.completed, 1)
     row: dict[str, Any] = {
@@ -199,6 +205,8 @@ async def lookup_window(
             "loadgen_core_max",
         )
     }
+    # open loop: when in the window the slow replies were (a one-off stall or a steady tail)
+    row["p99_ms_by_bucket"] = window_p99s(raw, job.duration) if job.rate else None
     row["cores"] = with_other(cores)
     server = row["cores"].get("server", 0.0)
     row["server_us_per_lookup"] = server * 1e6 / summary.rps if summary.rps else None

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bench.cpu_speed import describe
+from bench.scale.config import SMOKE
 from bench.scale.report import ROWS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +72,7 @@ LOOKUP_KEYS = {
     "workers",
     "workers_counted",
     "server_cpu_wait",
+    "p99_ms_by_bucket",
 }
 ADMIN_KEYS = {"outcome", "code", "body_bytes", "over_frame_limit", "ms"}
 HEAL_KEYS = {
@@ -138,6 +140,8 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
         # how long the workers waited for a CPU meanwhile, from the kernel
         waited = row["server_cpu_wait"]
         assert waited is not None and waited["ms"] >= 0 and waited["max_step_ms"] <= waited["ms"]
+        # when in the window the slow replies were: one p99 per 100 ms of the window
+        assert len(row["p99_ms_by_bucket"]) == round(SMOKE.duration / 0.1)
     cycle = rows["cycle"]
     assert set(cycle) == {
         "seconds",
