@@ -41,12 +41,13 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
 
 
-def cpu_wait_seconds(pid: int) -> float | None:
+def cpu_wait_seconds(pid: int, *, main_thread_only: bool = False) -> float | None:
     """How long the threads of ``pid`` have been runnable but not running, waiting for a CPU, so
     far (the kernel's ``schedstat``); None where the kernel keeps no schedstat or the process is
-    gone. A thread that ended takes its share with it: a window's difference can only undercount."""
+    gone. A thread that ended takes its share with it: a window's difference can only undercount.
+    ``main_thread_only``: the process's first thread alone (a worker's event loop)."""
     try:
-        tids = os.listdir(f"/proc/{pid}/task")
+        tids = [str(pid)] if main_thread_only else os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
     waited_ns, seen = 0, False
@@ -122,18 +123,24 @@ class CpuWaitMeter:
     most. Many short waits are what sharing a core costs every process (a 2-core machine with two
     workers and two load generators keeps each worker off a CPU a fifth of the time, tails or
     none); a tail comes from a wait concentrated in one step while the process had little
-    headroom: it builds a backlog that the process then drains slowly. Hence per step, per process."""
+    headroom: it builds a backlog that the process then drains slowly. Hence per step, per process.
+    Each step also keeps the main threads' own largest wait: a worker's event loop waiting for a
+    core, or (the rest of the process's wait) another of its threads, such as the change feed's,
+    which the loop may then wait on for the GIL."""
 
     def __init__(self, pids: list[int], step: float = 0.1) -> None:
         self.pids = pids
         self.step = step
         self._first: list[float] | None = None
         self._steps: list[float] = []
+        self._main_steps: list[float] = []
         self._lengths: list[float] = []  # how long each step really lasted (ms)
         self._task: asyncio.Task[None] | None = None
 
     def _sample(self) -> list[float] | None:
+        """Each process's wait in all, then each one's main thread's, in ``pids`` order."""
         waits = [cpu_wait_seconds(p) for p in self.pids]
+        waits += [cpu_wait_seconds(p, main_thread_only=True) for p in self.pids]
         if not waits or None in waits:
             return None
         return [w for w in waits if w is not None]
@@ -141,6 +148,7 @@ class CpuWaitMeter:
     def start(self) -> None:
         self._first = self._sample()
         self._steps = []
+        self._main_steps = []
         self._lengths = []
         if self._first is not None:
             self._task = asyncio.get_running_loop().create_task(self._follow(self._first))
@@ -152,25 +160,30 @@ class CpuWaitMeter:
             now = self._sample()
             if now is None:
                 return
-            self._steps.append(max(max(0.0, n - b) for n, b in zip(now, last, strict=True)) * 1000)
+            grew = [max(0.0, n - b) * 1000 for n, b in zip(now, last, strict=True)]
+            count = len(self.pids)
+            self._steps.append(max(grew[:count]))
+            self._main_steps.append(max(grew[count:]))
             self._lengths.append((time.perf_counter() - at) * 1000)
             last, at = now, time.perf_counter()
 
     def stop(self) -> dict[str, Any] | None:
         """{'ms': all the processes' waits summed, 'by_step_ms': each step's largest wait of one
-        process, 'max_step_ms': the largest of those}, or None where schedstat was not there to
-        read."""
+        process, 'max_step_ms': the largest of those, 'main_by_step_ms': the same of the main
+        threads alone}, or None where schedstat was not there to read."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
         end = self._sample()
         if self._first is None or end is None:
             return None
-        waited = sum(max(0.0, e - b) for e, b in zip(end, self._first, strict=True))
+        count = len(self.pids)
+        waited = sum(max(0.0, e - b) for e, b in zip(end[:count], self._first[:count], strict=True))
         return {
             "ms": round(waited * 1000, 1),
             "max_step_ms": round(max(self._steps, default=0.0), 1),
             "by_step_ms": [round(v, 1) for v in self._steps],
+            "main_by_step_ms": [round(v, 1) for v in self._main_steps],
             # each step's real length: the bench's own loop can run a step late
             "step_ms": [round(v, 1) for v in self._lengths],
         }

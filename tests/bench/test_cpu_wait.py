@@ -62,6 +62,11 @@ def test_a_process_that_shares_one_cpu_with_a_spinner_waits_for_it(
     assert isinstance(steps, list) and len(steps) >= 5
     assert waited["max_step_ms"] == max(steps)
     assert sum(steps) <= waited["ms"]  # type: ignore[operator]
+    # the spinner is one thread: its main thread's waits are all of the process's
+    mains = waited["main_by_step_ms"]
+    assert isinstance(mains, list) and len(mains) == len(steps)
+    assert all(m <= s + 0.1 for m, s in zip(mains, steps, strict=True))
+    assert sum(mains) > 0.8 * sum(steps)
     # each step's own length is kept beside it (a step the bench's loop ran late is longer)
     lengths = waited["step_ms"]
     assert isinstance(lengths, list) and len(lengths) == len(steps)
@@ -80,6 +85,46 @@ def test_a_process_that_shares_one_cpu_with_a_spinner_waits_for_it(
 def test_the_threads_of_a_process_are_summed() -> None:
     # this very process: its main thread and whatever pytest started are all read
     assert cpu_wait_seconds(os.getpid()) is not None
+
+
+SPIN_ON_A_THREAD = (
+    "import threading, time\n"
+    "threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_a_main_thread_that_sleeps_does_not_wait_for_its_spinning_thread() -> None:
+    """The main thread's own wait is told apart from the process's: a process whose other thread
+    spins beside a spinner on one CPU waits, its sleeping main thread does not."""
+    cpu = min(os.sched_getaffinity(0))
+
+    def one_cpu() -> None:  # before the interpreter starts: every thread it makes inherits it
+        os.sched_setaffinity(0, {cpu})
+
+    procs = [
+        subprocess.Popen([sys.executable, "-c", SPIN_ON_A_THREAD], preexec_fn=one_cpu),
+        subprocess.Popen([sys.executable, "-c", SPIN], preexec_fn=one_cpu),
+    ]
+    try:
+        pid = procs[0].pid
+
+        async def window() -> dict[str, object] | None:
+            await asyncio.sleep(0.3)  # the thread started
+            meter = CpuWaitMeter([pid], step=0.1)
+            meter.start()
+            await asyncio.sleep(1.0)
+            return meter.stop()
+
+        waited = asyncio.run(window())
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert waited is not None
+    assert waited["ms"] > 200  # type: ignore[operator]
+    mains = waited["main_by_step_ms"]
+    assert isinstance(mains, list) and mains and max(mains) < 5.0
 
 
 def test_a_process_that_is_gone_is_not_measured() -> None:
