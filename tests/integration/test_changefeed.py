@@ -215,6 +215,29 @@ async def test_a_poll_stuck_while_redis_answers_other_calls_is_no_outage(
         assert await feed.wait_fresh(2.0) is True
 
 
+async def test_the_poll_thread_sleeps_between_polls(redis: Redis, keys: Keyspace, recorder: Recorder) -> None:
+    """Its ticks (which tell a held-up thread from a stalled Redis) run only while a poll is out:
+    every wake-up of this thread takes the GIL from the worker's loop. The kernel counts the
+    thread's timeslices: five polls a second take a few each; a 10 ms tick between them would
+    add about a hundred."""
+    feed = await start_feed(redis, keys, recorder, poll_interval=0.2)
+    try:
+        thread = feed._thread
+        assert thread is not None and thread.native_id is not None
+
+        def timeslices() -> int:
+            with open(f"/proc/self/task/{thread.native_id}/schedstat", encoding="ascii") as f:
+                return int(f.read().split()[2])
+
+        before = timeslices()
+        await asyncio.sleep(1.0)
+        ran = timeslices() - before
+        assert 0 < ran < 50, ran
+        assert feed._poll_ticker is None or feed._poll_issued is not None
+    finally:
+        await feed.stop()
+
+
 async def test_a_poll_outstanding_while_the_poll_thread_was_held_up_is_no_outage_yet(
     redis_url: str, keys: Keyspace, recorder: Recorder
 ) -> None:

@@ -171,6 +171,7 @@ class ChangeFeed:
         self._poll_issued: float | None = None
         self._tick = 0.0  # the worker's loop's last tick (its lag metric)
         self._poll_tick = 0.0  # the poll thread's loop's last tick (is the thread itself late?)
+        self._poll_ticker: asyncio.TimerHandle | None = None
         # since when the poll thread has ticked on time: only that long counts against Redis
         self.poll_on_time_since = 0.0
         self._rtt = 0.0  # moving average of successful polls' round trips
@@ -402,11 +403,28 @@ class ChangeFeed:
         if now - self._poll_tick > TICK_S + TICK_SLACK_S:
             self.poll_on_time_since = now
         self._poll_tick = now
-        if not self._stopping.is_set() and self._poll_loop is not None:
-            self._poll_loop.call_later(TICK_S, self._poll_beat)
+        self._poll_ticker = None
+        # Only a poll in flight is judged by these ticks (outage): between polls the thread
+        # sleeps. Each wake-up of this thread takes the GIL from the worker's loop, and a loop
+        # thread that lets go of it may find its core taken when it wants it back.
+        if self._poll_issued is not None and not self._stopping.is_set() and self._poll_loop is not None:
+            self._poll_ticker = self._poll_loop.call_later(TICK_S, self._poll_beat)
+
+    def _poll_ended(self) -> None:
+        self._poll_issued = None
+        if self._poll_ticker is not None:
+            self._poll_ticker.cancel()
+            self._poll_ticker = None
+
+    def _beat_while_polling(self, issued: float) -> None:
+        """A poll leaves now, on a thread that is plainly running: its ticks start afresh."""
+        self._poll_tick = issued
+        if self._poll_ticker is None and self._poll_loop is not None:
+            self._poll_ticker = self._poll_loop.call_later(TICK_S, self._poll_beat)
 
     async def _poll_forever(self) -> None:
         self._kick = asyncio.Event()
+        self._poll_ticker = None  # a thread that died left its ticker on a loop that is gone
         self._poll_beat()
         client = self._poll_client()
         scripts = ScriptRegistry(
@@ -420,11 +438,12 @@ class ChangeFeed:
                     owed, self._wanted = self._wanted, []
                 self._polling = owed
                 self._poll_issued = issued
+                self._beat_while_polling(issued)
                 poll = ReadChangesArgs(self.instance, uuid.uuid4().hex, self.last_id, BATCH, BATCH_BYTES)
                 try:
                     reply = await within(self.timeout_s, self._read(scripts, poll))
                 except Exception as exc:
-                    self._poll_issued = None
+                    self._poll_ended()
                     if not isinstance(exc, (RedisError, OSError, TimeoutError)):
                         # Not Redis' answer but our handling of it (a reply we could not decode,
                         # a client library fault after a restart): the poll failed all the same,
@@ -434,7 +453,7 @@ class ChangeFeed:
                     await self._pause(retry)
                     retry = min(retry * 2, RETRY_MAX_S)
                     continue
-                self._poll_issued = None
+                self._poll_ended()
                 # The last round trip counts at once, so a link that just got slower stops looking
                 # like a stall after one poll; the average keeps one fast poll from undoing that.
                 self._last_rtt = time.monotonic() - issued
@@ -445,7 +464,8 @@ class ChangeFeed:
                     # Nothing to apply: knowledge moves on here, whatever the worker's loop is doing.
                     self._know(issued)
                     ending = self._end_in_flight()
-                    self._to_loop(_settle_all, owed, ending, True)
+                    if owed or ending is not None:  # else waking the worker's loop does nothing
+                        self._to_loop(_settle_all, owed, ending, True)
                     full = False
                 else:
                     assert self._loop is not None
