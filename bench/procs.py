@@ -46,19 +46,34 @@ def cpu_wait_seconds(pid: int, *, main_thread_only: bool = False) -> float | Non
     far (the kernel's ``schedstat``); None where the kernel keeps no schedstat or the process is
     gone. A thread that ended takes its share with it: a window's difference can only undercount.
     ``main_thread_only``: the process's first thread alone (a worker's event loop)."""
+    waits = cpu_waits(pid)
+    if waits is None:
+        return None
+    every, main = waits
+    return main if main_thread_only else every
+
+
+def cpu_waits(pid: int) -> tuple[float, float | None] | None:
+    """:func:`cpu_wait_seconds` of all of ``pid``'s threads and of its main thread, in one pass
+    over its threads (the main thread None if it ended first); None as there."""
     try:
-        tids = [str(pid)] if main_thread_only else os.listdir(f"/proc/{pid}/task")
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    waited_ns, seen = 0, False
+    waited_ns, main_ns, seen = 0, None, False
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
-                waited_ns += int(f.read().split()[1])  # on-CPU ns, runqueue-wait ns, timeslices
+                ns = int(f.read().split()[1])  # on-CPU ns, runqueue-wait ns, timeslices
         except (OSError, ValueError, IndexError):
             continue  # the thread ended between the listing and the read
+        waited_ns += ns
+        if tid == str(pid):
+            main_ns = ns
         seen = True
-    return waited_ns / 1e9 if seen else None
+    if not seen:
+        return None
+    return waited_ns / 1e9, None if main_ns is None else main_ns / 1e9
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -139,11 +154,14 @@ class CpuWaitMeter:
 
     def _sample(self) -> list[float] | None:
         """Each process's wait in all, then each one's main thread's, in ``pids`` order."""
-        waits = [cpu_wait_seconds(p) for p in self.pids]
-        waits += [cpu_wait_seconds(p, main_thread_only=True) for p in self.pids]
-        if not waits or None in waits:
+        read = [cpu_waits(p) for p in self.pids]
+        if not read or None in read:
             return None
-        return [w for w in waits if w is not None]
+        pairs = [w for w in read if w is not None]
+        mains = [main for _, main in pairs]
+        if None in mains:
+            return None
+        return [every for every, _ in pairs] + [m for m in mains if m is not None]
 
     def start(self) -> None:
         self._first = self._sample()
