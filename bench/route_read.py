@@ -6,7 +6,9 @@ answer, and while no broker is past its deadline ``getRouteInfo`` then returns t
 stored. This registers 100 broker groups (a master and two slaves each) on a private Redis, with
 topic ``G<n>`` on the first n groups, and measures both reads in Redis' own time
 (``INFO commandstats``), then the worker's assembly and rendering of the reply, kept in the pieces
-a cache shares or whole:
+a cache shares or whole; last the worker's CPU per read of the widest route for one answer,
+one read at a time and 16 at once, through the store's shared connections
+(``store/script_pipe.py``) and through redis-py's pooled client as before:
 
     python -m bench.route_read            # routes of 1, 4, 32 and 100 groups
 
@@ -58,6 +60,40 @@ async def _redis_us(redis: Redis, store: RegistryStore, topic: str, for_cache: b
     return float(stats["cmdstat_evalsha"]["usec"]) / reads
 
 
+async def _worker_us(store: RegistryStore, topic: str, at_once: int, reads: int) -> float:
+    """CPU seconds of this process per read (the Redis round trip's system calls included)."""
+
+    async def reader(n: int) -> None:
+        for _ in range(n):
+            await store.route(topic, with_order=False, for_cache=False)
+
+    each = max(1, reads // at_once)
+    started = time.process_time()
+    await asyncio.gather(*(reader(each) for _ in range(at_once)))
+    return (time.process_time() - started) / (each * at_once) * 1e6
+
+
+async def _worker_row(store: RegistryStore, topic: str, reads: int, rounds: int) -> str:
+    pipe = store.pipe
+    figures: dict[tuple[bool, int], list[float]] = {}
+    for _ in range(rounds):  # alternated, as above
+        for piped in (True, False):
+            store.pipe = pipe if piped else None
+            for at_once in (1, 16):
+                took = await _worker_us(store, topic, at_once, reads)
+                figures.setdefault((piped, at_once), []).append(took)
+    store.pipe = pipe
+
+    def median(piped: bool, at_once: int) -> float:
+        return sorted(figures[piped, at_once])[rounds // 2]
+
+    return (
+        f"worker CPU per read of {topic} for one answer, 1 / 16 at once: shared connections "
+        f"{median(True, 1):.0f} / {median(True, 16):.0f} µs, pooled client "
+        f"{median(False, 1):.0f} / {median(False, 16):.0f} µs"
+    )
+
+
 def _render_us(snap_queues: list[str], snap_brokers: list[str], shared: bool, renders: int) -> float:
     started = time.perf_counter()
     for _ in range(renders):
@@ -71,7 +107,10 @@ async def registry(url: str, widths: Sequence[int]) -> tuple[Redis, RegistryStor
     redis = Redis.from_url(url, decode_responses=True)
     scripts = ScriptRegistry(redis)
     await scripts.preload()
-    store = RegistryStore(redis, Keyspace(NAMESPACE), scripts, events_max_len=10_000, worker_id="bench")
+    # a worker's deadline (redisTimeoutMillis' default): each call is bounded as a worker's is
+    store = RegistryStore(
+        redis, Keyspace(NAMESPACE), scripts, events_max_len=10_000, worker_id="bench", timeout_s=1.0
+    )
     settings = Settings(redisUrl=url, namespace=NAMESPACE, httpPort=0, remotingPort=0)
     service = RegistryService(store, lambda: settings)
     try:
@@ -104,6 +143,9 @@ async def measure(url: str, widths: Sequence[int], reads: int, rounds: int) -> N
             f"for one answer {sorted(once)[rounds // 2]:6.1f} µs | "
             f"assembled and rendered in pieces {pieces:6.1f} µs, whole {whole:6.1f} µs"
         )
+    if store.pipe is not None:
+        print("  " + await _worker_row(store, f"G{max(widths)}", reads, rounds))
+    await store.close()
     await redis.aclose()
 
 

@@ -292,6 +292,7 @@ async def registry_ctx(app: web.Application) -> AsyncIterator[None]:
         await lookups.close()
         await service.keeper.close()
         await feed.stop()
+        await store.close()
 
 
 async def sweeper_ctx(app: web.Application) -> AsyncIterator[None]:

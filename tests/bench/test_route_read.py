@@ -31,4 +31,7 @@ def test_the_tool_prints_a_row_per_width(capsys: pytest.CaptureFixture[str]) -> 
     assert lines[1].startswith("    1 groups: for a cache ")
     assert lines[2].startswith("    4 groups: for a cache ")
     assert " for one answer " in lines[2] and " whole " in lines[2]
-    assert len(lines) == 3
+    row = "  worker CPU per read of G4 for one answer, 1 / 16 at once: shared connections "
+    assert lines[3].startswith(row)
+    assert " µs, pooled client " in lines[3]
+    assert len(lines) == 4

@@ -52,6 +52,7 @@ from namesrv.store.script_args import (
     UpdateConfigArgs,
 )
 from namesrv.store.script_call import CallContext, ScriptCall
+from namesrv.store.script_pipe import LANES, ScriptPipe
 from namesrv.store.scripts import ScriptRegistry
 
 __all__ = ["SCHEMA_VERSION", "HeaderOutcome", "RegistryStore", "RouteSnapshot"]
@@ -62,6 +63,7 @@ T = TypeVar("T")
 redis_patience: ContextVar[float] = ContextVar("redis_patience", default=0.0)
 
 SCHEMA_VERSION = 1
+UNBOUNDED_S = 86_400.0  # a store without a timeout (tests, tools) still gives each call a deadline
 
 
 class RegistryStore:
@@ -87,10 +89,13 @@ class RegistryStore:
         self.max_len = str(events_max_len)
         self.worker_id = worker_id
         self.ctx = CallContext(keyspace, self.max_len, worker_id)
+        # Route reads share a few connections of their own (store/script_pipe.py); not on a
+        # Cluster client, whose connections belong to its nodes.
+        self.pipe = ScriptPipe(redis, scripts) if ScriptPipe.supports(redis) else None
         # At most this many calls hold a pooled connection; the rest wait their turn. A full pool
         # would otherwise fail requests with "Too many connections" under load. A few connections
-        # stay free for the change feed and start-up.
-        self._gate = asyncio.Semaphore(max(1, max_connections - 8))
+        # stay free for the change feed and start-up, and the route reads' own.
+        self._gate = asyncio.Semaphore(max(1, max_connections - 8 - (LANES if self.pipe else 0)))
         self.health = health
         self.timeout_s = timeout_s
         self._count_failure = count_failure  # a call that failed for good (namesrv_redis_errors_total)
@@ -134,6 +139,36 @@ class RegistryStore:
     async def _gated(self, command: Callable[[], Awaitable[Any]]) -> Any:
         async with self._gate:
             return await with_retry(command)
+
+    async def _piped(self, call: ScriptCall[R]) -> R:
+        """A read through :attr:`pipe`, held to the same deadline, health gate and retries as
+        :meth:`_bounded`; the deadline covers the retries too."""
+        pipe = self.pipe
+        if pipe is None:
+            return await self._run(call)
+        health = self.health
+        if health is not None and not health.reachable:
+            self._count_failure()
+            raise StoreUnavailable(f"Redis unavailable: {health.reason}")
+        keys, argv = call.keys(self.k), call.argv(self.ctx)
+        sent_at = time.monotonic()
+        timeout_s = (self.timeout_s if self.timeout_s is not None else UNBOUNDED_S) + redis_patience.get()
+        deadline = sent_at + timeout_s
+        try:
+            reply = await with_retry(lambda: pipe.call(call.SCRIPT, keys, argv, deadline - time.monotonic()))
+        except TimeoutError:
+            self._count_failure()
+            raise StoreUnavailable(f"Redis unavailable: no answer within {timeout_s * 1000:.0f} ms") from None
+        except StoreUnavailable:
+            self._count_failure()
+            raise
+        if health is not None:
+            health.note_answer(sent_at)
+        return call.decode(reply)
+
+    async def close(self) -> None:
+        if self.pipe is not None:
+            await self.pipe.close()
 
     async def _run(self, call: ScriptCall[R]) -> R:
         """A script call no client is told of on its own: reads, sweeps, cleanups, a
@@ -265,7 +300,7 @@ class RegistryStore:
     async def route(self, topic: str, with_order: bool, for_cache: bool = True) -> RouteSnapshot:
         """One snapshot; empty lists mean TOPIC_NOT_EXIST. ``for_cache``: the reader keeps the
         route, so it needs each address's deadline (``RouteSnapshot.deadlines``)."""
-        return await self._run(RouteInfoArgs(topic, with_order, for_cache))
+        return await self._piped(RouteInfoArgs(topic, with_order, for_cache))
 
     async def brokers(self, names: Sequence[str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
         """(brokerName -> BrokerData JSON, cluster -> JSON array); clusters only when names is None."""

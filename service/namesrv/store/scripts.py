@@ -160,13 +160,13 @@ class ScriptRegistry:
         for script in self.scripts.values():
             await self.redis.script_load(script.source)
 
-    def _check(self, name: str, keys: Sequence[str]) -> None:
+    def check(self, name: str, keys: Sequence[str]) -> None:
         script = self.scripts[name]
         if len(keys) < script.num_keys or (len(keys) > script.num_keys and not script.variadic):
             raise ScriptError(f"{name} takes {script.num_keys} keys, got {len(keys)}")
 
     @contextlib.contextmanager
-    def _observed(self, name: str) -> Iterator[None]:
+    def observed(self, name: str) -> Iterator[None]:
         """Times one call of ``name`` for ``observe`` (the script latency histogram)."""
         started = time.perf_counter()
         try:
@@ -189,8 +189,8 @@ class ScriptRegistry:
         return call.decode(reply), held
 
     async def call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        self._check(name, keys)
-        with self._observed(name):
+        self.check(name, keys)
+        with self.observed(name):
             # The bound script loads itself again after NOSCRIPT, once; a second SCRIPT FLUSH (or
             # a restart) between that load and its retry raised NOSCRIPT to the caller, and the
             # change feed took an answering Redis for an unreachable one. Redis did answer, so
@@ -207,9 +207,9 @@ class ScriptRegistry:
     ) -> tuple[Any, int]:
         """:meth:`call`, then ``WAIT replicas timeout_ms``: the script's reply and how many
         replicas hold every write up to it."""
-        self._check(name, keys)
+        self.check(name, keys)
         script = self.scripts[name]
-        with self._observed(name):
+        with self.observed(name):
             reply, acked = await self._evalsha_then_wait(script, keys, args, replicas, timeout_ms)
             # Redis restarted or failed over: load the script and send again, a bounded number of
             # times, for the same reason as call (a second flush between the load and the retry).

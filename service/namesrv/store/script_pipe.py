@@ -1,0 +1,196 @@
+"""Read-only script calls that share connections: the calls a worker makes in one turn of its event
+loop go to Redis in one write, on a connection the pipe keeps between calls.
+
+A worker without the route cache reads every route from Redis. Through redis-py's client each of
+those calls checks a connection out of the pool and back in (a lock, a readiness probe of the
+socket, connection events), writes alone and is woken alone: in an open-loop lookup window that
+cost as much worker CPU as assembling the route, and a worker that fell behind for a moment paid
+it again for each call of the backlog, so a backlog hardly drained. Here a backlog is one write
+and one read per connection, and an idle worker's single call skips the pool.
+
+Scripts stay atomic (each EVALSHA runs alone inside Redis); only the round trips are shared.
+A call's deadline is a timer on its own future, so a caller is never held past it and no task is
+created per call. A connection whose batch failed midway (a reset, a stall past every caller's
+deadline, a failover's READONLY) is closed and handed back to the pool, and every call still
+waiting on it gets the error, which the store's retry treats like any other connection error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
+from redis.exceptions import ConnectionError, NoScriptError, ResponseError
+
+from namesrv.store.scripts import NOSCRIPT_ATTEMPTS, ScriptRegistry
+
+LANES = 4  # batches in flight at once; calls arriving meanwhile wait for the next free one
+
+
+@dataclass(eq=False)
+class _Call:
+    sha: str
+    keys: Sequence[str]
+    args: Sequence[Any]
+    answer: asyncio.Future[Any]
+
+
+@dataclass(eq=False)
+class _Batch:
+    calls: list[_Call]
+    task: asyncio.Task[None] | None = None
+    reading: bool = True
+    waiting: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.waiting = len(self.calls)
+
+    def answered(self, _: asyncio.Future[Any]) -> None:
+        """Once no caller waits any more (each answered, or gone at its deadline), a batch still
+        reading from a stalled Redis has nobody to read for: stop it, and its connection closes."""
+        self.waiting -= 1
+        if self.waiting == 0 and self.reading and self.task is not None and not self.task.done():
+            self.task.cancel()
+
+
+class ScriptPipe:
+    def __init__(self, redis: Redis, scripts: ScriptRegistry, lanes: int = LANES) -> None:
+        self.redis = redis
+        self.scripts = scripts
+        self.lanes = lanes
+        self._pool: ConnectionPool = redis.connection_pool
+        self._idle: list[AbstractConnection] = []
+        self._queued: list[_Call] = []
+        self._busy = 0
+        self._flush_due = False
+        self._batches: set[asyncio.Task[None]] = set()
+
+    @staticmethod
+    def supports(redis: object) -> bool:
+        """A client with one connection pool (a Redis server, or a Sentinel's master): not a
+        Cluster client, whose connections belong to its nodes."""
+        return isinstance(redis, Redis) and isinstance(
+            getattr(redis, "connection_pool", None), ConnectionPool
+        )
+
+    async def call(self, name: str, keys: Sequence[str], args: Sequence[Any], timeout_s: float) -> Any:
+        """``name``'s reply, or TimeoutError after ``timeout_s``. After NOSCRIPT (a Redis restart,
+        failover or SCRIPT FLUSH) the script is loaded and sent again, a bounded number of times."""
+        self.scripts.check(name, keys)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        with self.scripts.observed(name):
+            for attempt in range(NOSCRIPT_ATTEMPTS):
+                script = self.scripts.scripts[name]  # read each time: declare_master_only replaces it
+                try:
+                    return await self._send(
+                        loop, _Call(script.sha, keys, args, loop.create_future()), deadline
+                    )
+                except NoScriptError:
+                    if attempt == NOSCRIPT_ATTEMPTS - 1:
+                        raise
+                    await asyncio.wait_for(
+                        self.redis.script_load(script.source), max(0.0, deadline - loop.time())
+                    )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _send(self, loop: asyncio.AbstractEventLoop, call: _Call, deadline: float) -> Any:
+        timer = loop.call_at(deadline, _expire, call.answer)
+        self._queued.append(call)
+        self._flush_soon(loop)
+        try:
+            return await call.answer
+        finally:
+            timer.cancel()
+
+    def _flush_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        # after the calls this turn of the loop makes, so they leave together
+        if self._queued and self._busy < self.lanes and not self._flush_due:
+            self._flush_due = True
+            loop.call_soon(self._flush, loop)
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._flush_due = False
+        calls = [c for c in self._queued if not c.answer.done()]
+        self._queued = []
+        if not calls or self._busy >= self.lanes:
+            self._queued = calls
+            return
+        batch = _Batch(calls)
+        for c in calls:
+            c.answer.add_done_callback(batch.answered)
+        self._busy += 1
+        batch.task = loop.create_task(self._exchange(batch))
+        self._batches.add(batch.task)
+        batch.task.add_done_callback(lambda task: self._lane_free(loop, task))
+
+    def _lane_free(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> None:
+        self._batches.discard(task)
+        self._busy -= 1
+        self._flush_soon(loop)
+
+    async def _exchange(self, batch: _Batch) -> None:
+        conn = self._idle.pop() if self._idle else None
+        try:
+            if conn is None:
+                conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+            await conn.send_packed_command(
+                conn.pack_commands([("EVALSHA", c.sha, len(c.keys), *c.keys, *c.args) for c in batch.calls])
+            )
+            for c in batch.calls:
+                try:
+                    reply = await conn.read_response()
+                except ResponseError as exc:  # one script's error reply: the connection reads on
+                    _answer(c.answer, exc)
+                else:
+                    _answer(c.answer, reply)
+            batch.reading = False
+        except BaseException as exc:
+            failure = exc if isinstance(exc, Exception) else ConnectionError("the call was stopped")
+            for c in batch.calls:
+                _answer(c.answer, failure)
+            if conn is not None:
+                await self._discard(conn)
+            if not isinstance(exc, Exception | asyncio.CancelledError):
+                raise
+            return
+        if len(self._idle) < self.lanes:
+            self._idle.append(conn)
+        else:
+            await self._pool.release(conn)
+
+    async def _discard(self, conn: AbstractConnection) -> None:
+        # a reply half read leaves the connection unusable: close it before the pool reuses it
+        with contextlib.suppress(Exception):
+            await conn.disconnect(nowait=True)
+        with contextlib.suppress(Exception):
+            await self._pool.release(conn)
+
+    async def close(self) -> None:
+        for task in list(self._batches):
+            task.cancel()
+        if self._batches:
+            await asyncio.wait(self._batches, timeout=1.0)
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await self._discard(conn)
+
+
+def _expire(answer: asyncio.Future[Any]) -> None:
+    # the built-in TimeoutError, not redis-py's: a deadline passed is not a reason to retry
+    if not answer.done():
+        answer.set_exception(TimeoutError("Redis did not answer in time"))
+
+
+def _answer(answer: asyncio.Future[Any], outcome: Any) -> None:
+    if answer.done():
+        return
+    if isinstance(outcome, BaseException):
+        answer.set_exception(outcome)
+    else:
+        answer.set_result(outcome)
