@@ -19,6 +19,7 @@ from namesrv.store.registry_store import RegistryStore
 from namesrv.store.script_pipe import LANES, ScriptPipe
 from namesrv.store.scripts import ScriptRegistry, discover, parse_script
 from tests.integration.test_redis_trouble import RedisProcess
+from tests.polling import eventually
 
 ECHO = """--[[
 KEYS[1] any key
@@ -114,6 +115,8 @@ async def test_a_stalled_redis_fails_a_call_at_its_deadline_and_its_late_reply_r
         with pytest.raises(TimeoutError):
             await pipe.call("echo", ["k"], ["old"], 0.3)
         assert loop.time() - started >= 0.3
+        # nobody waits for that batch any more: it stops, Redis still stopped, and frees its lane
+        await eventually(lambda: pipe.batches_in_flight == 0, timeout=3.0)
     finally:
         server.signal(signal.SIGCONT)
     # The connection that carried "old" was closed with its batch: the next call must read its

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
@@ -38,6 +38,7 @@ class _Call:
     keys: Sequence[str]
     args: Sequence[Any]
     answer: asyncio.Future[Any]
+    batch: _Batch | None = None  # once it has left
 
 
 @dataclass(eq=False)
@@ -45,17 +46,14 @@ class _Batch:
     calls: list[_Call]
     task: asyncio.Task[None] | None = None
     reading: bool = True
-    waiting: int = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.waiting = len(self.calls)
-
-    def answered(self, _: asyncio.Future[Any]) -> None:
-        """Once no caller waits any more (each answered, or gone at its deadline), a batch still
-        reading from a stalled Redis has nobody to read for: stop it, and its connection closes."""
-        self.waiting -= 1
-        if self.waiting == 0 and self.reading and self.task is not None and not self.task.done():
-            self.task.cancel()
+    def gone(self) -> None:
+        """A caller stopped waiting (its deadline passed, or it was cancelled). Once none waits,
+        a batch still reading from a stalled Redis has nobody to read for: stop it, and its
+        connection closes."""
+        task = self.task
+        if self.reading and task is not None and not task.done() and all(c.answer.done() for c in self.calls):
+            task.cancel()
 
 
 class ScriptPipe:
@@ -69,6 +67,10 @@ class ScriptPipe:
         self._busy = 0
         self._flush_due = False
         self._batches: set[asyncio.Task[None]] = set()
+
+    @property
+    def batches_in_flight(self) -> int:
+        return self._busy
 
     @staticmethod
     def supports(redis: object) -> bool:
@@ -100,13 +102,15 @@ class ScriptPipe:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _send(self, loop: asyncio.AbstractEventLoop, call: _Call, deadline: float) -> Any:
-        timer = loop.call_at(deadline, _expire, call.answer)
+        timer = loop.call_at(deadline, _expire, call)
         self._queued.append(call)
         self._flush_soon(loop)
         try:
             return await call.answer
         finally:
             timer.cancel()
+            if call.answer.cancelled() and call.batch is not None:
+                call.batch.gone()
 
     def _flush_soon(self, loop: asyncio.AbstractEventLoop) -> None:
         # after the calls this turn of the loop makes, so they leave together
@@ -123,7 +127,7 @@ class ScriptPipe:
             return
         batch = _Batch(calls)
         for c in calls:
-            c.answer.add_done_callback(batch.answered)
+            c.batch = batch
         self._busy += 1
         batch.task = loop.create_task(self._exchange(batch))
         self._batches.add(batch.task)
@@ -181,10 +185,12 @@ class ScriptPipe:
             await self._discard(conn)
 
 
-def _expire(answer: asyncio.Future[Any]) -> None:
+def _expire(call: _Call) -> None:
     # the built-in TimeoutError, not redis-py's: a deadline passed is not a reason to retry
-    if not answer.done():
-        answer.set_exception(TimeoutError("Redis did not answer in time"))
+    if not call.answer.done():
+        call.answer.set_exception(TimeoutError("Redis did not answer in time"))
+        if call.batch is not None:
+            call.batch.gone()
 
 
 def _answer(answer: asyncio.Future[Any], outcome: Any) -> None:
