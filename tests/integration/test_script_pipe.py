@@ -135,6 +135,28 @@ async def test_a_restarted_redis_fails_the_waiting_batch_with_a_connection_error
     assert await pipe.call("echo", ["k"], ["up"], 5.0) == ["up", "k"]  # loaded again: NOSCRIPT
 
 
+async def test_connections_kept_across_a_restart_are_replaced_without_failing_a_call(
+    pipe: ScriptPipe, client: Redis, server: RedisProcess
+) -> None:
+    waves = []
+    server.signal(signal.SIGSTOP)  # no batch ends before the last leaves: one connection each
+    try:
+        for wave in range(LANES):
+            waves.append(
+                [asyncio.ensure_future(pipe.call("echo", ["k"], [f"{wave}-{i}"], 5.0)) for i in range(3)]
+            )
+            await asyncio.sleep(0.01)
+    finally:
+        server.signal(signal.SIGCONT)
+    for wave, calls in enumerate(waves):
+        assert await asyncio.gather(*calls) == [[f"{wave}-{i}", "k"] for i in range(3)]
+    assert connections(client) == LANES
+    await server.stop()
+    await server.start()  # every kept connection is closed now, and the script gone
+    for attempt in range(LANES + 1):
+        assert await pipe.call("echo", ["k"], [f"after-{attempt}"], 5.0) == [f"after-{attempt}", "k"]
+
+
 async def test_the_store_reads_routes_through_a_restart_and_fails_a_stall_within_its_timeout(
     client: Redis, server: RedisProcess
 ) -> None:

@@ -9,6 +9,8 @@ it again for each call of the backlog, so a backlog hardly drained. Here a backl
 and one read per connection, and an idle worker's single call skips the pool.
 
 Scripts stay atomic (each EVALSHA runs alone inside Redis); only the round trips are shared.
+Only scripts that write nothing go through it: a call on a kept connection that Redis had
+closed meanwhile is sent again on a fresh one, whether or not it reached Redis.
 A call's deadline is a timer on its own future, so a caller is never held past it and no task is
 created per call. A connection whose batch failed midway (a reset, a stall past every caller's
 deadline, a failover's READONLY) is closed and handed back to the pool, and every call still
@@ -141,18 +143,11 @@ class ScriptPipe:
     async def _exchange(self, batch: _Batch) -> None:
         conn = self._idle.pop() if self._idle else None
         try:
+            if conn is not None and not await self._on_kept(conn, batch.calls):
+                conn = None
             if conn is None:
                 conn = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-            await conn.send_packed_command(
-                conn.pack_commands([("EVALSHA", c.sha, len(c.keys), *c.keys, *c.args) for c in batch.calls])
-            )
-            for c in batch.calls:
-                try:
-                    reply = await conn.read_response()
-                except ResponseError as exc:  # one script's error reply: the connection reads on
-                    _answer(c.answer, exc)
-                else:
-                    _answer(c.answer, reply)
+                await _round_trip(conn, [c for c in batch.calls if not c.answer.done()])
             batch.reading = False
         except BaseException as exc:
             failure = exc if isinstance(exc, Exception) else ConnectionError("the call was stopped")
@@ -167,6 +162,20 @@ class ScriptPipe:
             self._idle.append(conn)
         else:
             await self._pool.release(conn)
+
+    async def _on_kept(self, conn: AbstractConnection, calls: list[_Call]) -> bool:
+        """The calls' round trip on a connection kept idle; False if Redis had closed it (a
+        restart, a failover, its client timeout). Then the other kept ones are likely closed
+        too: all are dropped, and the unanswered calls go once more, on a connection the pool
+        checks before lending it (the reads write nothing, so sending one twice is harmless)."""
+        try:
+            await _round_trip(conn, calls)
+        except (ConnectionError, OSError):
+            kept, self._idle = [conn, *self._idle], []
+            for each in kept:
+                await self._discard(each)
+            return False
+        return True
 
     async def _discard(self, conn: AbstractConnection) -> None:
         # a reply half read leaves the connection unusable: close it before the pool reuses it
@@ -183,6 +192,20 @@ class ScriptPipe:
         idle, self._idle = self._idle, []
         for conn in idle:
             await self._discard(conn)
+
+
+async def _round_trip(conn: AbstractConnection, calls: list[_Call]) -> None:
+    """One write of every call, then their replies in order."""
+    await conn.send_packed_command(
+        conn.pack_commands([("EVALSHA", c.sha, len(c.keys), *c.keys, *c.args) for c in calls])
+    )
+    for c in calls:
+        try:
+            reply = await conn.read_response()
+        except ResponseError as exc:  # one script's error reply: the connection reads on
+            _answer(c.answer, exc)
+        else:
+            _answer(c.answer, reply)
 
 
 def _expire(call: _Call) -> None:
