@@ -16,7 +16,7 @@ from namesrv.domain.errors import StoreUnavailable
 from namesrv.store.keyspace import Keyspace
 from namesrv.store.redis_client import close_client, make_client
 from namesrv.store.registry_store import RegistryStore
-from namesrv.store.script_pipe import LANES, ScriptPipe
+from namesrv.store.script_pipe import BATCH_CALLS, LANES, ScriptPipe
 from namesrv.store.scripts import ScriptRegistry, discover, parse_script
 from tests.integration.test_redis_trouble import RedisProcess
 from tests.polling import eventually
@@ -64,11 +64,28 @@ def connections(redis: Redis) -> int:
 async def test_calls_made_together_share_one_connection_and_each_gets_its_own_reply(
     pipe: ScriptPipe, client: Redis
 ) -> None:
-    replies = await asyncio.gather(*(pipe.call("echo", [f"k{i}"], [f"w{i}"], 5.0) for i in range(50)))
-    assert replies == [[f"w{i}", f"k{i}"] for i in range(50)]
+    replies = await asyncio.gather(
+        *(pipe.call("echo", [f"k{i}"], [f"w{i}"], 5.0) for i in range(BATCH_CALLS))
+    )
+    assert replies == [[f"w{i}", f"k{i}"] for i in range(BATCH_CALLS)]
     assert connections(client) == 1
     assert await pipe.call("echo", ["k"], ["again"], 5.0) == ["again", "k"]
     assert connections(client) == 1
+
+
+async def test_more_calls_than_a_batch_holds_leave_in_batches_on_other_connections(
+    pipe: ScriptPipe, client: Redis, server: RedisProcess
+) -> None:
+    count = BATCH_CALLS * 2 + 1
+    server.signal(signal.SIGSTOP)  # every batch is still out when the next one leaves
+    try:
+        calls = [asyncio.ensure_future(pipe.call("echo", ["k"], [f"w{i}"], 5.0)) for i in range(count)]
+        await asyncio.sleep(0.05)
+        assert pipe.batches_in_flight == 3
+    finally:
+        server.signal(signal.SIGCONT)
+    assert await asyncio.gather(*calls) == [[f"w{i}", "k"] for i in range(count)]
+    assert connections(client) == 3
 
 
 async def test_calls_beyond_the_lanes_wait_for_one_and_leave_together(

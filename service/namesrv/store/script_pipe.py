@@ -32,6 +32,9 @@ from redis.exceptions import ConnectionError, NoScriptError, ResponseError
 from namesrv.store.scripts import NOSCRIPT_ATTEMPTS, ScriptRegistry
 
 LANES = 4  # batches in flight at once; calls arriving meanwhile wait for the next free one
+# Calls per batch, at most. Redis runs what one connection sent before it turns to the next: 16
+# reads of a 100-group route keep the change log's poll and the writes waiting about 3 ms.
+BATCH_CALLS = 16
 
 
 @dataclass(eq=False)
@@ -122,11 +125,11 @@ class ScriptPipe:
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         self._flush_due = False
-        calls = [c for c in self._queued if not c.answer.done()]
-        self._queued = []
-        if not calls or self._busy >= self.lanes:
-            self._queued = calls
+        waiting = [c for c in self._queued if not c.answer.done()]
+        if not waiting or self._busy >= self.lanes:
+            self._queued = waiting
             return
+        calls, self._queued = waiting[:BATCH_CALLS], waiting[BATCH_CALLS:]
         batch = _Batch(calls)
         for c in calls:
             c.batch = batch
@@ -134,6 +137,7 @@ class ScriptPipe:
         batch.task = loop.create_task(self._exchange(batch))
         self._batches.add(batch.task)
         batch.task.add_done_callback(lambda task: self._lane_free(loop, task))
+        self._flush_soon(loop)  # the calls beyond this batch, on another lane if one is free
 
     def _lane_free(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> None:
         self._batches.discard(task)
