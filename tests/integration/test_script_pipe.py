@@ -4,6 +4,7 @@ that the tests stop, flush and restart."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from collections.abc import AsyncIterator
 
@@ -71,6 +72,25 @@ async def test_calls_made_together_share_one_connection_and_each_gets_its_own_re
     assert connections(client) == 1
     assert await pipe.call("echo", ["k"], ["again"], 5.0) == ["again", "k"]
     assert connections(client) == 1
+
+
+async def test_calls_leave_nothing_for_the_garbage_collector(pipe: ScriptPipe) -> None:
+    async def rounds() -> None:
+        for i in range(100):
+            assert await pipe.call("echo", ["k"], [f"one-{i}"], 5.0) == [f"one-{i}", "k"]
+        for i in range(10):
+            together = await asyncio.gather(*(pipe.call("echo", ["k"], [f"{i}-{j}"], 5.0) for j in range(20)))
+            assert together == [[f"{i}-{j}", "k"] for j in range(20)]
+
+    await rounds()  # connections made, lazy imports done
+    gc.collect()
+    gc.disable()
+    try:
+        await rounds()
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert found == 0
 
 
 async def test_more_calls_than_a_batch_holds_leave_in_batches_on_other_connections(
