@@ -31,10 +31,13 @@ from redis.exceptions import ConnectionError, NoScriptError, ResponseError
 
 from namesrv.store.scripts import NOSCRIPT_ATTEMPTS, ScriptRegistry
 
-LANES = 4  # batches in flight at once; calls arriving meanwhile wait for the next free one
-# Calls per batch, at most. Redis runs what one connection sent before it turns to the next: 16
-# reads of a 100-group route keep the change log's poll and the writes waiting about 3 ms.
-BATCH_CALLS = 16
+LANES = 8  # batches in flight at once; calls arriving meanwhile wait for the next free one
+# Calls per batch, at most. Redis runs what one connection sent before it turns to the next, and
+# writes one connection's replies at most 64 KB per turn of its event loop: a batch of 16 reads of
+# a 100-group route (400 KB of replies) held the change log's poll and made a worker near its
+# capacity drain a backlog more slowly than one read per connection did. 8 lanes of 4 drained
+# it fastest of the shapes tried (bench note in docs/design.md).
+BATCH_CALLS = 4
 
 
 @dataclass(eq=False)
