@@ -35,8 +35,8 @@ LANES = 8  # batches in flight at once; calls arriving meanwhile wait for the ne
 # Calls per batch, at most. Redis runs what one connection sent before it turns to the next, and
 # writes one connection's replies at most 64 KB per turn of its event loop: a batch of 16 reads of
 # a 100-group route (400 KB of replies) held the change log's poll and made a worker near its
-# capacity drain a backlog more slowly than one read per connection did. 8 lanes of 4 drained
-# it fastest of the shapes tried (bench note in docs/design.md).
+# capacity drain a backlog more slowly than one read per connection did. With 8 lanes of 4 the
+# p99 around stalls was under that of one read per connection in 7 rounds of 9 (docs/design.md).
 BATCH_CALLS = 4
 
 
