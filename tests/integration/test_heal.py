@@ -28,20 +28,11 @@ from namesrv.sim.client import RemotingClient
 from namesrv.store.keyspace import Keyspace
 from tests.builders import register_json
 from tests.conftest import REDIS_DEADLINE_MS, close_client, start_client
-from tests.integration.test_redis_trouble import RedisProcess
 from tests.polling import eventually, scaled
+from tests.redis_process import RedisProcess
 
 TOPICS = {f"broker-{n}": [f"T{n}-{i}" for i in range(200)] for n in "ab"}
 ROUTE_VERSION = Version.V5_3_3  # a 5.x client: the route body is standard JSON
-
-
-@pytest.fixture
-async def redis_process() -> AsyncIterator[RedisProcess]:
-    server = RedisProcess()
-    await server.start()
-    yield server
-    await server.stop()
-    server.dir.cleanup()
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from namesrv.store.redis_client import close_client, make_client
 from namesrv.store.registry_store import RegistryStore
 from namesrv.store.script_pipe import BATCH_CALLS, LANES, ScriptPipe
 from namesrv.store.scripts import ScriptRegistry, discover, parse_script
-from tests.integration.test_redis_trouble import RedisProcess
 from tests.polling import eventually
+from tests.redis_process import RedisProcess
 
 ECHO = """--[[
 KEYS[1] any key
@@ -33,17 +33,8 @@ return {ARGV[1], KEYS[1]}
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[RedisProcess]:
-    process = RedisProcess()
-    await process.start()
-    yield process
-    await process.stop()
-    process.dir.cleanup()
-
-
-@pytest.fixture
-async def client(server: RedisProcess) -> AsyncIterator[Redis]:
-    redis = make_client(server.url)
+async def client(redis_process: RedisProcess) -> AsyncIterator[Redis]:
+    redis = make_client(redis_process.url)
     yield redis
     await close_client(redis)
 
@@ -94,16 +85,16 @@ async def test_calls_leave_nothing_for_the_garbage_collector(pipe: ScriptPipe) -
 
 
 async def test_more_calls_than_a_batch_holds_leave_in_batches_on_other_connections(
-    pipe: ScriptPipe, client: Redis, server: RedisProcess
+    pipe: ScriptPipe, client: Redis, redis_process: RedisProcess
 ) -> None:
     count = BATCH_CALLS * 2 + 1
-    server.signal(signal.SIGSTOP)  # every batch is still out when the next one leaves
+    redis_process.signal(signal.SIGSTOP)  # every batch is still out when the next one leaves
     try:
         calls = [asyncio.ensure_future(pipe.call("echo", ["k"], [f"w{i}"], 5.0)) for i in range(count)]
         await asyncio.sleep(0.05)
         assert pipe.batches_in_flight == 3
     finally:
-        server.signal(signal.SIGCONT)
+        redis_process.signal(signal.SIGCONT)
     assert await asyncio.gather(*calls) == [[f"w{i}", "k"] for i in range(count)]
     assert connections(client) == 3
 
@@ -140,10 +131,10 @@ async def test_a_flushed_script_is_loaded_again(pipe: ScriptPipe, client: Redis)
 
 
 async def test_a_stalled_redis_fails_a_call_at_its_deadline_and_its_late_reply_reaches_nobody(
-    pipe: ScriptPipe, server: RedisProcess
+    pipe: ScriptPipe, redis_process: RedisProcess
 ) -> None:
     assert await pipe.call("echo", ["k"], ["warm"], 5.0) == ["warm", "k"]
-    server.signal(signal.SIGSTOP)
+    redis_process.signal(signal.SIGSTOP)
     try:
         # the deadline is a timer of the event loop, on its clock (uvloop's lags the real one by
         # as much as the turn of the loop has run so far)
@@ -155,28 +146,28 @@ async def test_a_stalled_redis_fails_a_call_at_its_deadline_and_its_late_reply_r
         # nobody waits for that batch any more: it stops, Redis still stopped, and frees its lane
         await eventually(lambda: pipe.batches_in_flight == 0, timeout=3.0)
     finally:
-        server.signal(signal.SIGCONT)
+        redis_process.signal(signal.SIGCONT)
     # The connection that carried "old" was closed with its batch: the next call must read its
     # own reply, never the late one.
     assert await pipe.call("echo", ["k"], ["new"], 5.0) == ["new", "k"]
 
 
 async def test_a_restarted_redis_fails_the_waiting_batch_with_a_connection_error(
-    pipe: ScriptPipe, server: RedisProcess
+    pipe: ScriptPipe, redis_process: RedisProcess
 ) -> None:
     assert await pipe.call("echo", ["k"], ["warm"], 5.0) == ["warm", "k"]
-    await server.stop()
+    await redis_process.stop()
     with pytest.raises(RedisConnectionError):
         await pipe.call("echo", ["k"], ["down"], 5.0)
-    await server.start()
+    await redis_process.start()
     assert await pipe.call("echo", ["k"], ["up"], 5.0) == ["up", "k"]  # loaded again: NOSCRIPT
 
 
 async def test_connections_kept_across_a_restart_are_replaced_without_failing_a_call(
-    pipe: ScriptPipe, client: Redis, server: RedisProcess
+    pipe: ScriptPipe, client: Redis, redis_process: RedisProcess
 ) -> None:
     waves = []
-    server.signal(signal.SIGSTOP)  # no batch ends before the last leaves: one connection each
+    redis_process.signal(signal.SIGSTOP)  # no batch ends before the last leaves: one connection each
     try:
         for wave in range(LANES):
             waves.append(
@@ -184,18 +175,18 @@ async def test_connections_kept_across_a_restart_are_replaced_without_failing_a_
             )
             await asyncio.sleep(0.01)
     finally:
-        server.signal(signal.SIGCONT)
+        redis_process.signal(signal.SIGCONT)
     for wave, calls in enumerate(waves):
         assert await asyncio.gather(*calls) == [[f"{wave}-{i}", "k"] for i in range(3)]
     assert connections(client) == LANES
-    await server.stop()
-    await server.start()  # every kept connection is closed now, and the script gone
+    await redis_process.stop()
+    await redis_process.start()  # every kept connection is closed now, and the script gone
     for attempt in range(LANES + 1):
         assert await pipe.call("echo", ["k"], [f"after-{attempt}"], 5.0) == [f"after-{attempt}", "k"]
 
 
 async def test_the_store_reads_routes_through_a_restart_and_fails_a_stall_within_its_timeout(
-    client: Redis, server: RedisProcess
+    client: Redis, redis_process: RedisProcess
 ) -> None:
     scripts = ScriptRegistry(client, discover())
     await scripts.preload()
@@ -204,16 +195,16 @@ async def test_the_store_reads_routes_through_a_restart_and_fails_a_stall_within
         assert store.pipe is not None
         snap = await store.route("T", with_order=False)
         assert snap.broker_datas == [] and snap.queue_datas == []
-        await server.stop()
-        await server.start()  # empty, no scripts: the idle connection is dead
+        await redis_process.stop()
+        await redis_process.start()  # empty, no scripts: the idle connection is dead
         snap = await store.route("T", with_order=False)  # retried on a new connection
         assert snap.broker_datas == []
-        server.signal(signal.SIGSTOP)
+        redis_process.signal(signal.SIGSTOP)
         try:
             with pytest.raises(StoreUnavailable, match="no answer within 400 ms"):
                 await store.route("T", with_order=False)
         finally:
-            server.signal(signal.SIGCONT)
+            redis_process.signal(signal.SIGCONT)
         assert (await store.route("T", with_order=False)).broker_datas == []
     finally:
         await store.close()

@@ -107,34 +107,41 @@ class RegistryStore:
         self._count_unreplicated = count_unreplicated
 
     async def _bounded(self, command: Callable[[], Awaitable[T]], slack_s: float = 0.0) -> T:
+        """``command`` through the pool's gate, bounded by :meth:`_held_to_deadline`."""
+
+        async def send(limit_s: float | None) -> T:
+            if limit_s is None:
+                result: T = await self._gated(command)
+                return result
+            return await within(limit_s, self._gated(command))
+
+        return await self._held_to_deadline(send, slack_s)
+
+    async def _held_to_deadline(self, send: Callable[[float | None], Awaitable[T]], slack_s: float) -> T:
+        """One Redis call (with its brief retries), never longer than the deadline: a request
+        fails fast when Redis is known to be out, and within ``timeout_s`` (plus ``slack_s``, the
+        time the call may wait on replicas) when it stalls. ``send(limit_s)`` makes the call and
+        raises TimeoutError once ``limit_s`` has passed (None: the store has no deadline)."""
         try:
-            result: T = await self._bounded_once(command, slack_s)
+            health = self.health
+            if health is not None and not health.reachable:
+                raise StoreUnavailable(f"Redis unavailable: {health.reason}")
+            sent_at = time.monotonic()
+            limit_s = None if self.timeout_s is None else self.timeout_s + slack_s + redis_patience.get()
+            try:
+                result = await send(limit_s)
+            except TimeoutError:
+                if limit_s is None:
+                    raise
+                raise StoreUnavailable(
+                    f"Redis unavailable: no answer within {limit_s * 1000:.0f} ms"
+                ) from None
+            if health is not None:
+                health.note_answer(sent_at)
             return result
         except StoreUnavailable:
             self._count_failure()
             raise
-
-    async def _bounded_once(self, command: Callable[[], Awaitable[Any]], slack_s: float) -> Any:
-        """One Redis call (with its brief retries), never longer than the deadline: a request
-        fails fast when Redis is known to be out, and within ``timeout_s`` (plus ``slack_s``, the
-        time the call may wait on replicas) when it stalls."""
-        health = self.health
-        if health is not None and not health.reachable:
-            raise StoreUnavailable(f"Redis unavailable: {health.reason}")
-        sent_at = time.monotonic()
-        if self.timeout_s is None:
-            result = await self._gated(command)
-        else:
-            timeout_s = self.timeout_s + slack_s + redis_patience.get()
-            try:
-                result = await within(timeout_s, self._gated(command))
-            except TimeoutError:
-                raise StoreUnavailable(
-                    f"Redis unavailable: no answer within {timeout_s * 1000:.0f} ms"
-                ) from None
-        if health is not None:
-            health.note_answer(sent_at)
-        return result
 
     async def _gated(self, command: Callable[[], Awaitable[Any]]) -> Any:
         async with self._gate:
@@ -146,25 +153,13 @@ class RegistryStore:
         pipe = self.pipe
         if pipe is None:
             return await self._run(call)
-        health = self.health
-        if health is not None and not health.reachable:
-            self._count_failure()
-            raise StoreUnavailable(f"Redis unavailable: {health.reason}")
         keys, argv = call.keys(self.k), call.argv(self.ctx)
-        sent_at = time.monotonic()
-        timeout_s = (self.timeout_s if self.timeout_s is not None else UNBOUNDED_S) + redis_patience.get()
-        deadline = sent_at + timeout_s
-        try:
-            reply = await with_retry(lambda: pipe.call(call.SCRIPT, keys, argv, deadline - time.monotonic()))
-        except TimeoutError:
-            self._count_failure()
-            raise StoreUnavailable(f"Redis unavailable: no answer within {timeout_s * 1000:.0f} ms") from None
-        except StoreUnavailable:
-            self._count_failure()
-            raise
-        if health is not None:
-            health.note_answer(sent_at)
-        return call.decode(reply)
+
+        async def send(limit_s: float | None) -> Any:
+            deadline = time.monotonic() + (UNBOUNDED_S if limit_s is None else limit_s)
+            return await with_retry(lambda: pipe.call(call.SCRIPT, keys, argv, deadline - time.monotonic()))
+
+        return call.decode(await self._held_to_deadline(send, 0.0))
 
     async def close(self) -> None:
         if self.pipe is not None:
