@@ -26,6 +26,8 @@ class BenchConfig:
     procs: int = 2  # load generator processes
     # their nice value; 0 = the servers' priority (bench/README.md: why that is the default)
     loadgen_nice: int = 0
+    # remoting load: "native" (bench/native/rmqload.c, a fraction of the CPU per request) or "python"
+    loadgen: str = "native"
     conns: int = 4  # remoting connections per load process per worker
     depth: int = 8  # remoting requests in flight per connection (closed loop)
     http_conns: int = 8  # HTTP connections per load process per worker
@@ -137,13 +139,24 @@ def _phases(text: str) -> tuple[str, ...]:
     return comma_choices(text, PHASES, "unknown phase(s)")
 
 
-def add_loadgen_nice(p: argparse.ArgumentParser, default: int) -> None:
+LOADGENS = ("native", "python")
+
+
+def add_loadgen_flags(p: argparse.ArgumentParser, nice: int, kind: str) -> None:
     p.add_argument(
         "--loadgen-nice",
         type=int,
         choices=range(20),
         metavar="0-19",
-        help=f"the load processes' nice value; 0 = the servers' priority (default {default})",
+        help=f"the load processes' nice value; 0 = the servers' priority (default {nice})",
+    )
+    p.add_argument(
+        "--loadgen",
+        choices=LOADGENS,
+        help=(
+            "what sends the remoting load: native = bench/native/rmqload.c (built with the machine's "
+            f"C compiler; Python where there is none), python = bench/loadgen.py (default {kind})"
+        ),
     )
 
 
@@ -169,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--spread-brokers", type=int, help=f"brokers holding the topics (default {d.spread_brokers})"
     )
     p.add_argument("--procs", type=int, help=f"load generator processes (default {d.procs})")
-    add_loadgen_nice(p, d.loadgen_nice)
+    add_loadgen_flags(p, d.loadgen_nice, d.loadgen)
     p.add_argument(
         "--conns", type=int, help=f"remoting conns per load process per worker (default {d.conns})"
     )

@@ -190,7 +190,7 @@ class Bench:
         )
 
     def start_pool(self) -> None:
-        self.pool = LoadPool(self.cfg.procs, self.cfg.loadgen_nice)
+        self.pool = LoadPool.of_kind(self.cfg.procs, self.cfg.loadgen_nice, self.cfg.loadgen)
         self.pool.start()
 
     def pids(self) -> dict[str, list[int]]:

@@ -38,10 +38,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import cast
 
 import orjson
 
+from bench import native_load
 from bench.load_jobs import LoadJob, LoadResult, LoadSummary, summarize
 from bench.loops import new_loop, quiet_gc
 from bench.schedule import StepSchedule
@@ -371,7 +373,7 @@ async def _open_loop(load: _Load, conns: list[_Conn], start: float) -> None:
         await asyncio.sleep(0.001)
 
 
-def _process_main(pipe: Connection, nice: int) -> None:
+def _process_main(pipe: Connection, nice: int, native: Path | None) -> None:
     if nice > 0:
         os.nice(nice)
     loop = new_loop()
@@ -382,7 +384,10 @@ def _process_main(pipe: Connection, nice: int) -> None:
             break
         quiet_gc()
         try:
-            result = loop.run_until_complete(run_job(job))
+            if native is not None and job.protocol == "remoting":
+                result = native_load.run(native, job)
+            else:
+                result = loop.run_until_complete(run_job(job))
         except Exception:
             result = LoadResult(failure=traceback.format_exc(limit=5))
         pipe.send(result)
@@ -409,11 +414,18 @@ class LoadPool:
     ``nice``: how much lower the processes' CPU priority is than the servers'. On a machine the
     servers share with their own load, at equal priority the kernel's fair share holds a worker
     that wants 80% of a core off it for tens of ms at a time while the generators run: a wait a
-    worker whose clients are on other machines never has (docs/performance.md)."""
+    worker whose clients are on other machines never has (docs/performance.md).
 
-    def __init__(self, procs: int, nice: int = 0) -> None:
+    ``native``: the C generator's binary (:mod:`bench.native_load`), which then sends every
+    remoting job for a fraction of the CPU; HTTP jobs stay on the Python event loop."""
+
+    def __init__(
+        self, procs: int, nice: int = 0, native: Path | None = None, generator: str = "python"
+    ) -> None:
         self.procs = procs
         self.nice = nice
+        self.native = native
+        self.generator = generator  # what sends the remoting load, for the report
         self._pipes: list[Connection] = []
         self._processes: list[multiprocessing.process.BaseProcess] = []
 
@@ -422,12 +434,26 @@ class LoadPool:
         for i in range(self.procs):
             parent, child = ctx.Pipe()
             process = ctx.Process(
-                target=_process_main, args=(child, self.nice), name=f"bench-load-{i}", daemon=True
+                target=_process_main,
+                args=(child, self.nice, self.native),
+                name=f"bench-load-{i}",
+                daemon=True,
             )
             process.start()
             child.close()
             self._pipes.append(parent)
             self._processes.append(process)
+
+    @classmethod
+    def of_kind(cls, procs: int, nice: int, kind: str) -> LoadPool:
+        """A pool whose remoting load comes from ``kind`` ("native" or "python"); native falls back
+        to Python, and says why, where the C generator cannot be built."""
+        if kind != "native":
+            return cls(procs, nice, generator="python (asked for)")
+        binary, why = native_load.build()
+        if binary is None:
+            return cls(procs, nice, generator=f"python (no native generator: {why})")
+        return cls(procs, nice, binary, generator=f"native ({binary.name})")
 
     @property
     def pids(self) -> list[int]:

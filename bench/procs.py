@@ -32,13 +32,39 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # ---- /proc ------------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of one process so far (its threads included, children not)."""
+def cpu_seconds(pid: int, *, reaped_children: bool = False) -> float:
+    """User + system CPU time of one process so far (its threads included, children not; with
+    ``reaped_children``, those of its children that ended and it waited for)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         stat = f.read()
     # The command name may contain spaces; the fields after it start after the last ')'.
     fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14, 15)
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    if reaped_children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / CLOCK_TICKS
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (of any of its threads)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with (
+                contextlib.suppress(OSError),
+                open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f,
+            ):
+                found.extend(int(c) for c in f.read().split())
+    return found
+
+
+def family_cpu_seconds(pid: int) -> float:
+    """CPU time of ``pid`` and of all its descendants, live or ended: a load process whose native
+    generator (a child it runs per job, and waits for) does the sending."""
+    total = 0.0
+    with contextlib.suppress(OSError):
+        total += cpu_seconds(pid, reaped_children=True)
+    return total + sum(family_cpu_seconds(child) for child in children(pid))
 
 
 def cpu_wait_seconds(pid: int, *, main_thread_only: bool = False) -> float | None:
@@ -105,16 +131,21 @@ def cpu_model() -> str:
 
 
 class CpuMeter:
-    """CPU time of a set of processes (and of the whole machine) over a window."""
+    """CPU time of a set of processes (and of the whole machine) over a window; for the roles in
+    ``with_children``, their child processes' too (the load processes' native generators)."""
 
-    def __init__(self, pids: dict[str, list[int]]) -> None:
+    def __init__(self, pids: dict[str, list[int]], with_children: tuple[str, ...] = ("load",)) -> None:
         self.pids = pids
+        self.with_children = with_children
         self._start: dict[str, float] = {}
         self._machine: tuple[float, float] = (0.0, 0.0)
         self._t0 = 0.0
 
     def _sample(self) -> dict[str, float]:
-        return {role: sum(cpu_seconds(p) for p in pids) for role, pids in self.pids.items()}
+        return {
+            role: sum((family_cpu_seconds if role in self.with_children else cpu_seconds)(p) for p in pids)
+            for role, pids in self.pids.items()
+        }
 
     def start(self) -> None:
         self._start = self._sample()

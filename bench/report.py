@@ -63,7 +63,8 @@ def _header(result: dict[str, Any]) -> list[str]:
             f"{sizes['http']:,} B (HTTP), and the ceiling answers with those very bytes"
         )
     out.append(
-        f"load      {cfg['procs']} load generator processes at nice {cfg.get('loadgen_nice', 0)} · "
+        f"load      {cfg['procs']} load generator processes at nice {cfg.get('loadgen_nice', 0)}, remoting "
+        f"by {meta.get('loadgen_remoting', 'python')} · "
         f"remoting {cfg['conns']} conns × "
         f"{cfg['depth']} in flight, HTTP {cfg['http_conns']} conns × {cfg['http_depth']} pipelined "
         "(per process, per server) · "

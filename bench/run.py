@@ -166,6 +166,7 @@ async def run(cfg: BenchConfig) -> dict[str, Any]:  # noqa: C901 - the phases in
         await b.start_workers(fleet)
         b.start_pool()
         result["meta"]["pids"] = b.pids()
+        result["meta"]["loadgen_remoting"] = b.load_pool().generator
         if any(p in cfg.phases for p in LOOKUP_PHASES):
             progress(f"registering {cfg.topics:,} topics on {cfg.spread_brokers} brokers")
             memory = await b.register_spread()

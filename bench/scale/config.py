@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.config import add_loadgen_nice, comma_choices, config_dict
+from bench.config import add_loadgen_flags, comma_choices, config_dict
 from bench.peers import Peer, parse_peer
 
 SHAPES = ("rip29", "wide", "many")
@@ -39,6 +39,7 @@ class ScaleConfig:
     lookup_topics: int = 10_000  # topics the lookups pick from (uniformly), sampled from the shape
     procs: int = 2  # load generator processes
     loadgen_nice: int = 0  # their nice value (as make bench's --loadgen-nice)
+    loadgen: str = "native"  # what sends the remoting load (as make bench's --loadgen)
     conns: int = 4
     depth: int = 8
     peak_seconds: float = 3.0
@@ -155,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         "heal_uncached_rate",
     ):
         p.add_argument(f"--{name.replace('_', '-')}", type=float, help=f"(default {getattr(d, name)})")
-    add_loadgen_nice(p, d.loadgen_nice)
+    add_loadgen_flags(p, d.loadgen_nice, d.loadgen)
     p.add_argument("--slowlog-us", type=int, help=f"SLOWLOG threshold in µs (default {d.slowlog_us})")
     p.add_argument(
         "--peer",

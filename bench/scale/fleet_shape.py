@@ -116,6 +116,7 @@ class ShapeRun:
         bench_cfg = BenchConfig(
             procs=cfg.procs,
             loadgen_nice=cfg.loadgen_nice,
+            loadgen=cfg.loadgen,
             conns=cfg.conns,
             depth=cfg.depth,
             namespace=cfg.namespace,

@@ -212,7 +212,8 @@ def render(result: dict[str, Any]) -> str:
         f"bench-scale {meta['started']} git {meta['git']}; {meta['cpus_usable']} CPUs ({meta['cpu_model']}), "
         f"load average at start {meta['loadavg_at_start'][0]:.2f}, "
         f"other processes {meta['background_cores']:.2f} cores; "
-        f"load generators at nice {result['config'].get('loadgen_nice', 0)}; "
+        f"load generators at nice {result['config'].get('loadgen_nice', 0)}, remoting by "
+        f"{meta.get('loadgen_remoting', 'python')}; "
         + cpu_speed.describe(meta.get("speed"), meta.get("speed_at_end")),
         "",
         "| row | " + " | ".join(f"{shape} / {target}" for shape, target, _ in columns) + " |",

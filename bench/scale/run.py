@@ -41,6 +41,7 @@ async def run(cfg: ScaleConfig) -> dict[str, Any]:
             # cores the rest of the machine (other users of it) kept busy just before the run
             "background_cores": round(await background_cores(0.3 if cfg.smoke else 2.0), 2),
             "speed": await asyncio.to_thread(cpu_speed.for_run, cfg.smoke),
+            "loadgen_remoting": LoadPool.of_kind(cfg.procs, cfg.loadgen_nice, cfg.loadgen).generator,
         },
         "shapes": {},
     }
@@ -49,7 +50,7 @@ async def run(cfg: ScaleConfig) -> dict[str, Any]:
         progress(f"shape {name}: {shape.facts()}")
         targets: dict[str, Any] = {"fleet": await ShapeRun(cfg, shape, progress).run()}
         if cfg.peers:
-            pool = LoadPool(cfg.procs, cfg.loadgen_nice)
+            pool = LoadPool.of_kind(cfg.procs, cfg.loadgen_nice, cfg.loadgen)
             pool.start()
             try:
                 for peer in cfg.peers:
