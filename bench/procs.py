@@ -75,31 +75,34 @@ def cpu_wait_seconds(pid: int, *, main_thread_only: bool = False) -> float | Non
     waits = cpu_waits(pid)
     if waits is None:
         return None
-    every, main = waits
+    every, main, _ = waits
     return main if main_thread_only else every
 
 
-def cpu_waits(pid: int) -> tuple[float, float | None] | None:
-    """:func:`cpu_wait_seconds` of all of ``pid``'s threads and of its main thread, in one pass
-    over its threads (the main thread None if it ended first); None as there."""
+def cpu_waits(pid: int) -> tuple[float, float | None, float] | None:
+    """:func:`cpu_wait_seconds` of all of ``pid``'s threads and of its main thread, and how long
+    its other threads ran (on a CPU), in one pass over its threads (the main thread None if it
+    ended first); None as there."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    waited_ns, main_ns, seen = 0, None, False
+    waited_ns, main_ns, others_ran_ns, seen = 0, None, 0, False
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
-                ns = int(f.read().split()[1])  # on-CPU ns, runqueue-wait ns, timeslices
-        except (OSError, ValueError, IndexError):
+                ran, waited = (int(v) for v in f.read().split()[:2])  # on-CPU ns, runqueue-wait ns
+        except (OSError, ValueError):
             continue  # the thread ended between the listing and the read
-        waited_ns += ns
+        waited_ns += waited
         if tid == str(pid):
-            main_ns = ns
+            main_ns = waited
+        else:
+            others_ran_ns += ran
         seen = True
     if not seen:
         return None
-    return waited_ns / 1e9, None if main_ns is None else main_ns / 1e9
+    return waited_ns / 1e9, None if main_ns is None else main_ns / 1e9, others_ran_ns / 1e9
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -172,7 +175,8 @@ class CpuWaitMeter:
     headroom: it builds a backlog that the process then drains slowly. Hence per step, per process.
     Each step also keeps the main threads' own largest wait: a worker's event loop waiting for a
     core, or (the rest of the process's wait) another of its threads, such as the change feed's,
-    which the loop may then wait on for the GIL."""
+    which the loop may then wait on for the GIL. And how long those other threads ran in each step:
+    a loop thread that waits for the GIL while they hold it sleeps, and no CPU wait shows it."""
 
     def __init__(self, pids: list[int], step: float = 0.1) -> None:
         self.pids = pids
@@ -180,24 +184,31 @@ class CpuWaitMeter:
         self._first: list[float] | None = None
         self._steps: list[float] = []
         self._main_steps: list[float] = []
+        self._others_ran: list[float] = []
         self._lengths: list[float] = []  # how long each step really lasted (ms)
         self._task: asyncio.Task[None] | None = None
 
     def _sample(self) -> list[float] | None:
-        """Each process's wait in all, then each one's main thread's, in ``pids`` order."""
+        """Each process's wait in all, then each one's main thread's, then how long each one's
+        other threads ran, in ``pids`` order."""
         read = [cpu_waits(p) for p in self.pids]
         if not read or None in read:
             return None
-        pairs = [w for w in read if w is not None]
-        mains = [main for _, main in pairs]
+        triples = [w for w in read if w is not None]
+        mains = [main for _, main, _ in triples]
         if None in mains:
             return None
-        return [every for every, _ in pairs] + [m for m in mains if m is not None]
+        return (
+            [every for every, _, _ in triples]
+            + [m for m in mains if m is not None]
+            + [others for _, _, others in triples]
+        )
 
     def start(self) -> None:
         self._first = self._sample()
         self._steps = []
         self._main_steps = []
+        self._others_ran = []
         self._lengths = []
         if self._first is not None:
             self._task = asyncio.get_running_loop().create_task(self._follow(self._first))
@@ -212,7 +223,8 @@ class CpuWaitMeter:
             grew = [max(0.0, n - b) * 1000 for n, b in zip(now, last, strict=True)]
             count = len(self.pids)
             self._steps.append(max(grew[:count]))
-            self._main_steps.append(max(grew[count:]))
+            self._main_steps.append(max(grew[count : 2 * count]))
+            self._others_ran.append(max(grew[2 * count :]))
             self._lengths.append((time.perf_counter() - at) * 1000)
             last, at = now, time.perf_counter()
 
@@ -233,6 +245,8 @@ class CpuWaitMeter:
             "max_step_ms": round(max(self._steps, default=0.0), 1),
             "by_step_ms": [round(v, 1) for v in self._steps],
             "main_by_step_ms": [round(v, 1) for v in self._main_steps],
+            # the most that one process's threads other than its main one ran in each step
+            "others_ran_by_step_ms": [round(v, 1) for v in self._others_ran],
             # each step's real length: the bench's own loop can run a step late
             "step_ms": [round(v, 1) for v in self._lengths],
         }

@@ -125,6 +125,11 @@ def test_a_main_thread_that_sleeps_does_not_wait_for_its_spinning_thread() -> No
     assert waited["ms"] > 200  # type: ignore[operator]
     mains = waited["main_by_step_ms"]
     assert isinstance(mains, list) and mains and max(mains) < 5.0
+    # the spinning thread ran about half of each step (it shares its CPU with the spinner); the
+    # steps say so, as a loop thread kept off the GIL by such a thread would not show it waiting
+    others = waited["others_ran_by_step_ms"]
+    assert isinstance(others, list) and len(others) == len(mains)
+    assert sum(others) > 200
 
 
 def test_a_process_that_is_gone_is_not_measured() -> None:
