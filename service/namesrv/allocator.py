@@ -30,10 +30,19 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-M_MMAP_THRESHOLD = -3  # mallopt parameters, from glibc's <malloc.h>
+M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's <malloc.h>
+M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's own starting value, now fixed
 ARENA_MAX = 2
+# Fixing the mmap threshold also fixes the trim threshold at glibc's 128 KB: every free that left
+# more than that at the heap's top gave it back, and the next allocations faulted it in again. A
+# worker behind on wide routes answers 64 replies of 21 KB a turn (1.3 MB), allocated at the top
+# and freed once written: 270 page faults a turn, 4-5 per lookup, and half again the CPU per
+# lookup, so a worker that fell behind could not catch up. Up to this much stays (at most the
+# replies in flight: 4 MB per connection before its writes hold); trim() after big decodes still
+# gives everything back.
+TRIM_THRESHOLD_BYTES = 32 * 1024 * 1024
 # A trim runs this long after it is asked for: the decode that asked has given its budget back,
 # and its objects are gone once the registration's reply is written.
 TRIM_DELAY_S = 0.2
@@ -53,12 +62,14 @@ _LIBC = _glibc()
 
 
 def tune() -> bool:
-    """Fix the mmap threshold and cap the arenas (before the worker starts threads); False
-    where this is not glibc or it refused."""
+    """Fix the mmap and trim thresholds and cap the arenas (before the worker starts threads);
+    False where this is not glibc or it refused."""
     if _LIBC is None:
         return False
-    done = bool(_LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
-        _LIBC.mallopt(M_ARENA_MAX, ARENA_MAX)
+    done = (
+        bool(_LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+        and bool(_LIBC.mallopt(M_ARENA_MAX, ARENA_MAX))
+        and bool(_LIBC.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
     )
     if not done:
         log.warning(
