@@ -75,19 +75,19 @@ def cpu_wait_seconds(pid: int, *, main_thread_only: bool = False) -> float | Non
     waits = cpu_waits(pid)
     if waits is None:
         return None
-    every, main, _ = waits
+    every, main, _, _ = waits
     return main if main_thread_only else every
 
 
-def cpu_waits(pid: int) -> tuple[float, float | None, float] | None:
-    """:func:`cpu_wait_seconds` of all of ``pid``'s threads and of its main thread, and how long
-    its other threads ran (on a CPU), in one pass over its threads (the main thread None if it
-    ended first); None as there."""
+def cpu_waits(pid: int) -> tuple[float, float | None, float, float | None] | None:
+    """:func:`cpu_wait_seconds` of all of ``pid``'s threads and of its main thread, how long its
+    other threads ran (on a CPU), and how long its main thread ran, in one pass over its threads
+    (the main thread's None if it ended first); None as there."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    waited_ns, main_ns, others_ran_ns, seen = 0, None, 0, False
+    waited_ns, main_ns, main_ran_ns, others_ran_ns, seen = 0, None, None, 0, False
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
@@ -96,13 +96,18 @@ def cpu_waits(pid: int) -> tuple[float, float | None, float] | None:
             continue  # the thread ended between the listing and the read
         waited_ns += waited
         if tid == str(pid):
-            main_ns = waited
+            main_ns, main_ran_ns = waited, ran
         else:
             others_ran_ns += ran
         seen = True
     if not seen:
         return None
-    return waited_ns / 1e9, None if main_ns is None else main_ns / 1e9, others_ran_ns / 1e9
+    return (
+        waited_ns / 1e9,
+        None if main_ns is None else main_ns / 1e9,
+        others_ran_ns / 1e9,
+        None if main_ran_ns is None else main_ran_ns / 1e9,
+    )
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -176,7 +181,10 @@ class CpuWaitMeter:
     Each step also keeps the main threads' own largest wait: a worker's event loop waiting for a
     core, or (the rest of the process's wait) another of its threads, such as the change feed's,
     which the loop may then wait on for the GIL. And how long those other threads ran in each step:
-    a loop thread that waits for the GIL while they hold it sleeps, and no CPU wait shows it."""
+    a loop thread that waits for the GIL while they hold it sleeps, and no CPU wait shows it. And
+    how long the busiest main thread ran: a loop that falls behind with no wait at all, on a CPU
+    the whole step, needed more CPU for the same open-loop load (each request dearer, or the
+    machine's cores slower that moment), which no wait shows either."""
 
     def __init__(self, pids: list[int], step: float = 0.1) -> None:
         self.pids = pids
@@ -185,23 +193,26 @@ class CpuWaitMeter:
         self._steps: list[float] = []
         self._main_steps: list[float] = []
         self._others_ran: list[float] = []
+        self._main_ran: list[float] = []
         self._lengths: list[float] = []  # how long each step really lasted (ms)
         self._task: asyncio.Task[None] | None = None
 
     def _sample(self) -> list[float] | None:
         """Each process's wait in all, then each one's main thread's, then how long each one's
-        other threads ran, in ``pids`` order."""
+        other threads ran, then how long each one's main thread ran, in ``pids`` order."""
         read = [cpu_waits(p) for p in self.pids]
         if not read or None in read:
             return None
-        triples = [w for w in read if w is not None]
-        mains = [main for _, main, _ in triples]
-        if None in mains:
+        found = [w for w in read if w is not None]
+        mains = [main for _, main, _, _ in found]
+        main_ran = [ran for _, _, _, ran in found]
+        if None in mains or None in main_ran:
             return None
         return (
-            [every for every, _, _ in triples]
+            [every for every, _, _, _ in found]
             + [m for m in mains if m is not None]
-            + [others for _, _, others in triples]
+            + [others for _, _, others, _ in found]
+            + [r for r in main_ran if r is not None]
         )
 
     def start(self) -> None:
@@ -209,6 +220,7 @@ class CpuWaitMeter:
         self._steps = []
         self._main_steps = []
         self._others_ran = []
+        self._main_ran = []
         self._lengths = []
         if self._first is not None:
             self._task = asyncio.get_running_loop().create_task(self._follow(self._first))
@@ -224,14 +236,17 @@ class CpuWaitMeter:
             count = len(self.pids)
             self._steps.append(max(grew[:count]))
             self._main_steps.append(max(grew[count : 2 * count]))
-            self._others_ran.append(max(grew[2 * count :]))
+            self._others_ran.append(max(grew[2 * count : 3 * count]))
+            self._main_ran.append(max(grew[3 * count :]))
             self._lengths.append((time.perf_counter() - at) * 1000)
             last, at = now, time.perf_counter()
 
     def stop(self) -> dict[str, Any] | None:
         """{'ms': all the processes' waits summed, 'by_step_ms': each step's largest wait of one
         process, 'max_step_ms': the largest of those, 'main_by_step_ms': the same of the main
-        threads alone}, or None where schedstat was not there to read."""
+        threads alone, 'others_ran_by_step_ms' and 'main_ran_by_step_ms': the most that one
+        process's other threads, and its main thread, ran}, or None where schedstat was not there
+        to read."""
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -247,6 +262,9 @@ class CpuWaitMeter:
             "main_by_step_ms": [round(v, 1) for v in self._main_steps],
             # the most that one process's threads other than its main one ran in each step
             "others_ran_by_step_ms": [round(v, 1) for v in self._others_ran],
+            # the most that one process's main thread ran in each step (near the step's length:
+            # that loop had no idle moment)
+            "main_ran_by_step_ms": [round(v, 1) for v in self._main_ran],
             # each step's real length: the bench's own loop can run a step late
             "step_ms": [round(v, 1) for v in self._lengths],
         }

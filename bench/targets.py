@@ -49,6 +49,7 @@ def ceiling_ratio(rows: Sequence[dict[str, Any]], row: dict[str, Any]) -> float 
 
 NOISY_CORES = 0.25  # other processes used more than this during a window: say so next to it
 LOAD_BOUND = 0.85  # a load process this busy may itself be the bottleneck
+FULL_STEP = 0.95  # an event loop that ran this much of a 100 ms step had no idle moment in it
 SETTLE_LIMIT = 29.0  # bench.procs.settle gave up waiting for the servers to go idle
 
 
@@ -83,6 +84,12 @@ def _worker_side(row: dict[str, Any]) -> str:
             f"the workers waited {waited['ms']:,.0f} ms for a CPU, "
             f"one of them at most {waited['max_step_ms']:.0f} ms of one 100 ms step"
         )
+        ran, lengths = waited.get("main_ran_by_step_ms"), waited.get("step_ms")
+        if ran and lengths:
+            # a loop on its CPU for a whole step was short of CPU with no wait: each request
+            # dearer, or the cores slower that moment
+            full = sum(1 for r, n in zip(ran, lengths, strict=False) if r >= FULL_STEP * n)
+            notes.append(f"a worker's event loop ran the whole step in {full} of {len(ran)} steps")
     return "; ".join(notes)
 
 

@@ -71,6 +71,12 @@ def test_a_process_that_shares_one_cpu_with_a_spinner_waits_for_it(
     lengths = waited["step_ms"]
     assert isinstance(lengths, list) and len(lengths) == len(steps)
     assert min(lengths) >= 99.0  # a step is never shorter than its sleep
+    # and how long the main thread ran: half of the CPU, so about half of each step, never more
+    # than the step itself (a loop near its step's length had no idle moment)
+    ran = waited["main_ran_by_step_ms"]
+    assert isinstance(ran, list) and len(ran) == len(steps)
+    assert sum(ran) > 200
+    assert all(r <= n + 1.0 for r, n in zip(ran, lengths, strict=True))
     after = cpu_wait_seconds(pid)
     assert after is not None and after > before
 
@@ -130,6 +136,9 @@ def test_a_main_thread_that_sleeps_does_not_wait_for_its_spinning_thread() -> No
     others = waited["others_ran_by_step_ms"]
     assert isinstance(others, list) and len(others) == len(mains)
     assert sum(others) > 200
+    # while the main thread only waits for it: it ran next to nothing
+    ran = waited["main_ran_by_step_ms"]
+    assert isinstance(ran, list) and len(ran) == len(mains) and sum(ran) < 50
 
 
 def test_a_process_that_is_gone_is_not_measured() -> None:
@@ -171,6 +180,22 @@ def test_a_missed_target_says_how_long_the_workers_waited_for_a_cpu() -> None:
     )
     assert _worker_side(_row(None)) == (
         "workers' own clocks: 12 of 5,000 requests, 0 of 1 GC pauses and 2 of 480 loop ticks over 5 ms"
+    )
+
+
+def test_a_missed_target_counts_the_steps_a_loop_ran_through() -> None:
+    """A loop that fell behind with no wait ran on its CPU the whole step: the note says in how
+    many steps, against each step's measured length (a step the bench ran late is longer)."""
+    waited = {
+        "ms": 20.0,
+        "max_step_ms": 7.0,
+        "by_step_ms": [7.0, 3.0, 2.0, 1.0],
+        "main_ran_by_step_ms": [80.0, 99.0, 118.0, 112.0],
+        "step_ms": [100.0, 101.0, 120.0, 130.0],
+    }
+    assert _worker_side(_row(waited)).endswith(
+        "one of them at most 7 ms of one 100 ms step; "
+        "a worker's event loop ran the whole step in 2 of 4 steps"
     )
 
 
