@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench.core_speed import CoreSpeedProbe
+from bench.core_speed import describe as describe_core_speed
 from bench.fleet import Bench, worker_counters
 from bench.load_jobs import LoadJob, LoadResult, Protocol
 from bench.procs import CpuMeter, CpuWaitMeter, settle, with_other
@@ -69,6 +71,8 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     }
     meter = CpuMeter(roles)
     waits = CpuWaitMeter(tested)
+    speed = CoreSpeedProbe()
+    cores_speed: dict[str, Any] = {}
     waited: dict[str, Any] = {}
     cores: dict[str, float] = {}
     redis_stats: dict[str, dict[str, float]] = {}
@@ -86,10 +90,12 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         await slowlog.collect()  # drop what the warm-up logged
         meter.start()
         waits.start()
+        await speed.start()
 
     async def window_end() -> None:
         cores.update(meter.stop())
         waited.update(waits.stop() or {})
+        cores_speed.update(await speed.stop() or {})
         redis_stats.update(await commandstats(b.redis))
         after = await worker_counters(fleet_urls)
         counted.update({k: v - counted_before.get(k, 0.0) for k, v in after.items()})
@@ -132,6 +138,9 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
         # how long the servers under test were runnable but waiting for a CPU (kernel schedstat;
         # None where it keeps none): a tail the servers did not make themselves
         "server_cpu_wait": waited or None,
+        # how fast each core ran, step by step (a probe's fixed work): a worker that fell behind
+        # while its core ran at the slow speed was given less CPU than the peak was measured with
+        "core_speed": cores_speed or None,
         "settle_seconds": settled,
     }
 
@@ -224,6 +233,9 @@ def _line(row: dict[str, Any]) -> str:
     if waited:
         most = waited["max_step_ms"]
         outcome += f"  waited for a CPU {waited['ms']:,.0f} ms (one at most {most:.0f} ms of 100 ms)"
+    slow_cores = describe_core_speed(row.get("core_speed"))
+    if slow_cores:
+        outcome += f"  {slow_cores}"
     return (
         f"  {row['rps']:>9,.0f} req/s  p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms  "
         f"errors {row['errors']}  cores: load {c.get('load', 0):.2f} server {c.get('server', 0):.2f} "

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bench import core_speed
+
 JAVA_ROUTE_QPS = 31_000  # Java NameServer on a 2-core machine, client-bound (issue)
 CEILING_RATIO = 0.80
 P99_MS = 5.0
@@ -90,6 +92,9 @@ def _worker_side(row: dict[str, Any]) -> str:
             # dearer, or the cores slower that moment
             full = sum(1 for r, n in zip(ran, lengths, strict=False) if r >= FULL_STEP * n)
             notes.append(f"a worker's event loop ran the whole step in {full} of {len(ran)} steps")
+    slow_cores = core_speed.describe(row.get("core_speed"))
+    if slow_cores:
+        notes.append(slow_cores)
     return "; ".join(notes)
 
 

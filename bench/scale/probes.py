@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from bench import core_speed
+from bench.core_speed import CoreSpeedProbe
 from bench.fleet import worker_counters
 from bench.load_jobs import LoadJob, LoadResult
 from bench.loadgen import LoadPool
@@ -153,6 +155,8 @@ async def lookup_window(
     and how long the ``server`` processes waited for a CPU (a tail the scheduler made)."""
     meter = CpuMeter(roles)
     waits = CpuWaitMeter(roles.get("server", []))
+    speed = CoreSpeedProbe()
+    cores_speed: dict[str, Any] = {}
     waited: dict[str, Any] = {}
     cores: dict[str, float] = {}
     stats: dict[str, dict[str, float]] = {}
@@ -167,12 +171,14 @@ async def lookup_window(
             await reset_stats(redis)
         meter.start()
         waits.start()
+        await speed.start()
         if on_start is not None:
             await on_start()
 
     async def end() -> None:
         cores.update(meter.stop())
         waited.update(waits.stop() or {})
+        cores_speed.update(await speed.stop() or {})
         if worker_urls:
             counted.append(await worker_counters(list(worker_urls)))
         if redis is not None:
@@ -214,6 +220,7 @@ async def lookup_window(
         row["redis_us_per_lookup"] = sum(v["usec"] for v in stats.values()) / done
         row["redis_calls_per_lookup"] = sum(v["calls"] for v in stats.values()) / done
     row["server_cpu_wait"] = waited or None
+    row["core_speed"] = cores_speed or None
     if len(counted) == 2:
         before, after = counted
         row["workers_counted"] = {k: after[k] - before.get(k, 0.0) for k in sorted(after)}
@@ -238,4 +245,7 @@ def inside_workers(row: dict[str, Any]) -> str:
     if waited:
         most = waited["max_step_ms"]
         words += f"; waited for a CPU {waited['ms']:,.0f} ms, one at most {most:.0f} ms of 100 ms"
+    slow_cores = core_speed.describe(row.get("core_speed"))
+    if slow_cores:
+        words += f"; {slow_cores}"
     return words

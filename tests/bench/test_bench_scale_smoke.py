@@ -5,6 +5,7 @@ the report and docs/capacity.md read. Values checked are sizes and outcomes, nev
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,7 @@ LOOKUP_KEYS = {
     "workers",
     "workers_counted",
     "server_cpu_wait",
+    "core_speed",
     "p99_ms_by_bucket",
 }
 ADMIN_KEYS = {"outcome", "code", "body_bytes", "over_frame_limit", "ms"}
@@ -142,6 +144,10 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
         assert waited is not None and waited["ms"] >= 0 and waited["max_step_ms"] <= waited["ms"]
         # when in the window the slow replies were: one p99 per 100 ms of the window
         assert len(row["p99_ms_by_bucket"]) == round(SMOKE.duration / 0.1)
+        # and how fast each core ran meanwhile, step by step
+        speed = row["core_speed"]
+        assert speed is not None and speed["cpus"] == sorted(os.sched_getaffinity(0))
+        assert len(speed["us_by_step"]) == speed["steps"] > 0
     cycle = rows["cycle"]
     assert set(cycle) == {
         "seconds",

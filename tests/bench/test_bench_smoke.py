@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -124,6 +125,10 @@ def test_smoke_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
         # how long the servers under test waited for a CPU, read from the kernel over the window
         waited = row["server_cpu_wait"]
         assert waited is not None and waited["ms"] >= 0 and waited["max_step_ms"] <= waited["ms"]
+        # and how fast each core ran meanwhile, step by step
+        speed = row["core_speed"]
+        assert speed is not None and speed["cpus"] == sorted(os.sched_getaffinity(0))
+        assert len(speed["us_by_step"]) == speed["steps"] > 0
     assert {(r["kind"], r["topics"]) for r in result["registration"]} == {
         (kind, size) for kind in ("new", "unchanged", "bumped") for size in (50, 300)
     }
