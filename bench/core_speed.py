@@ -52,10 +52,16 @@ def sample_forever(interval: float, iterations: int) -> None:
 
 
 def by_step(
-    samples: list[tuple[float, int, float]], start: float, step: float, steps: int
+    samples: list[tuple[float, int, float]],
+    start: float,
+    step: float,
+    steps: int,
+    reference: float | None = None,
 ) -> dict[str, Any] | None:
-    """Each core's median µs per step of the window from ``start`` (monotonic s), the window's
-    fast time, and how many steps each core spent at the slow speed."""
+    """Each core's median µs per step of the window from ``start`` (monotonic s), the fast time
+    (the window's own, or ``reference``, the run's fastest so far, when that is faster: a window
+    that ran on slow cores throughout has no fast time of its own), the median of the window's
+    timings, and how many steps each core spent at the slow speed."""
     if not samples:
         return None
     cpus = sorted({cpu for _, cpu, _ in samples})
@@ -66,6 +72,8 @@ def by_step(
             cells[i][cpu].append(us)
     timings = sorted(us for _, _, us in samples)
     fast = timings[int(FAST_QUANTILE * (len(timings) - 1))]
+    if reference is not None:
+        fast = min(fast, reference)
     rows: list[list[float | None]] = [
         [round(statistics.median(c[cpu]), 0) if c[cpu] else None for cpu in cpus] for c in cells
     ]
@@ -74,13 +82,23 @@ def by_step(
         str(cpu): len([r for r in rows if (took := r[k]) is not None and took >= bound])
         for k, cpu in enumerate(cpus)
     }
-    return {"cpus": cpus, "fast_us": round(fast, 0), "us_by_step": rows, "slow_steps": slow, "steps": steps}
+    return {
+        "cpus": cpus,
+        "fast_us": round(fast, 0),
+        "median_us": round(statistics.median(timings), 0),
+        "us_by_step": rows,
+        "slow_steps": slow,
+        "steps": steps,
+    }
 
 
 class CoreSpeedProbe:
     """The probe as a child process over one window: ``start`` when the window opens, ``stop``
     when it ends. A probe that cannot run leaves the window without it (it must not fail the
-    bench)."""
+    bench). Windows judge their steps against the fastest time any window of this run has seen
+    (``fastest``), not only their own."""
+
+    fastest: float | None = None  # the run's: the benches measure one window after another
 
     def __init__(self, step: float = 0.1, interval: float = INTERVAL_S) -> None:
         self.step = step
@@ -116,16 +134,20 @@ class CoreSpeedProbe:
                 if len(parts) == 3:
                     samples.append((float(parts[0]), int(parts[1]), float(parts[2])))
         steps = max(1, int((ended - self._started) / self.step))
-        return by_step(samples, self._started, self.step, steps)
+        found = by_step(samples, self._started, self.step, steps, CoreSpeedProbe.fastest)
+        if found is not None:
+            CoreSpeedProbe.fastest = found["fast_us"]
+        return found
 
 
 def describe(speed: dict[str, Any] | None) -> str:
-    """A missed target's words: ``the cores ran at the slow speed in 12 / 3 of 49 steps``."""
+    """A missed target's words: ``the cores ran at the slow speed (...) in 12 / 3 of 49 steps``."""
     if not speed or not speed.get("slow_steps"):
         return ""
     counts = " / ".join(str(n) for n in speed["slow_steps"].values())
     return (
-        f"the cores ran at the slow speed (probe ≥ {HALF_SPEED}x its fast time) "
+        f"the cores ran at the slow speed (the probe's work ≥ {HALF_SPEED}x the fastest, "
+        f"{speed['fast_us']:.0f} µs; median {speed.get('median_us', 0):.0f}) "
         f"in {counts} of {speed['steps']} steps"
     )
 

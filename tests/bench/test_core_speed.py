@@ -26,13 +26,26 @@ def test_steps_take_each_cores_median_and_count_the_slow_ones() -> None:
     assert got == {
         "cpus": [0, 1],
         "fast_us": 490.0,  # the 10th percentile of every timing
+        "median_us": 510.0,
         "us_by_step": [[510.0, 500.0], [505.0, 995.0], [495.0, 1010.0], [None, None]],
         "slow_steps": {"0": 0, "1": 2},
         "steps": 4,
     }
     assert describe(got) == (
-        f"the cores ran at the slow speed (probe ≥ {HALF_SPEED}x its fast time) in 0 / 2 of 4 steps"
+        f"the cores ran at the slow speed (the probe's work ≥ {HALF_SPEED}x the fastest, 490 µs; "
+        "median 510) in 0 / 2 of 4 steps"
     )
+
+
+def test_a_window_on_slow_cores_throughout_is_judged_by_the_runs_fastest() -> None:
+    """Its own fast time would be the slow one: every step would look fast."""
+    samples = [(10.01 + i / 20, i % 2, 950.0 + i) for i in range(8)]
+    alone = by_step(samples, start=10.0, step=0.1, steps=4)
+    assert alone is not None and alone["slow_steps"] == {"0": 0, "1": 0}
+    judged = by_step(samples, start=10.0, step=0.1, steps=4, reference=480.0)
+    assert judged is not None
+    assert (judged["fast_us"], judged["median_us"]) == (480.0, 954.0)
+    assert judged["slow_steps"] == {"0": 4, "1": 4}
 
 
 def test_samples_outside_the_window_are_left_out() -> None:
