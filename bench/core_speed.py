@@ -2,8 +2,8 @@
 
 On the 2-core VM the same open-loop load keeps a worker's event loop busy 60-70 ms of a 100 ms
 step one moment and 90-100 ms the next, with no wait for a CPU in between: each vCPU switches
-between two speeds, about 2x apart, every few hundred ms (the host's service, as
-:mod:`bench.cpu_speed` found between runs, but within a window). 80% of a peak measured while the
+between two speeds, about 2x apart, for a few hundred ms to whole seconds at a time (the host's
+service, as :mod:`bench.cpu_speed` found between runs, but within a window). 80% of a peak measured while the
 cores were fast is more than a worker can do while its core is slow, and no software keeps its
 p99 through that. So the benches run this probe beside each measured window: a child process
 that every ``interval`` pins itself to each core in turn and times a fixed piece of work in its
@@ -24,10 +24,10 @@ import sys
 import time
 from typing import Any
 
-WORK_ITERATIONS = 10_000  # 0.25-0.5 ms of one core: short beside the 5 ms lookup target
-INTERVAL_S = 0.05
-HALF_SPEED = 1.6  # a step whose work took this many times the window's fast time: the slow speed
-FAST_QUANTILE = 0.1  # the window's fast time: this quantile of all its timings
+WORK_ITERATIONS = 10_000  # 0.25-0.5 ms of one core per step: short beside the 5 ms lookup target
+INTERVAL_S = 0.1  # one timing of each core per 100 ms step
+HALF_SPEED = 1.6  # a step whose work took this many times the fast time: the slow speed
+FAST_QUANTILE = 0.1  # a window's own fast time: this quantile of all its timings
 
 
 def _work(iterations: int) -> int:
