@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from bench.core_speed import HALF_SPEED, CoreSpeedProbe, by_step, describe
+from bench.core_speed import SLOW_RATIO, CoreSpeedProbe, by_step, describe
 
 
 def test_steps_take_each_cores_median_and_count_the_slow_ones() -> None:
@@ -32,7 +32,7 @@ def test_steps_take_each_cores_median_and_count_the_slow_ones() -> None:
         "steps": 4,
     }
     assert describe(got) == (
-        f"the cores ran at the slow speed (the probe's work ≥ {HALF_SPEED}x the fastest, 490 µs; "
+        f"the cores ran at the slow speed (the probe's work ≥ {SLOW_RATIO}x the fastest, 490 µs; "
         "median 510) in 0 / 2 of 4 steps"
     )
 
