@@ -97,11 +97,15 @@ async def test_closed_and_open_loop_against_the_ceiling(binary: Path) -> None:
             assert result.window == pytest.approx(job.duration, abs=0.2)
             if rate:
                 # open loop: every reply says when its request was meant to go, on the schedule's
-                # grid of 1/rate from the first, inside the window
+                # grid of 1/rate from the first. A reply counts when it arrives inside the window
+                # (as the Python generator's), so on a busy machine a request meant for the last
+                # moments of the warm-up can count: never one meant before the warm-up or after
+                # the window.
                 assert len(result.intended) == len(result.offsets) == result.completed
                 steps = [(o - result.offsets[0]) * rate for o in result.offsets]
                 assert all(abs(s - round(s)) < 1e-6 for s in steps)
-                assert all(0 <= o < job.duration for o in result.offsets)
+                assert all(-job.warmup <= o < job.duration for o in result.offsets)
+                assert sum(o >= 0 for o in result.offsets) > len(result.offsets) // 2
                 assert result.sent <= round(rate * job.duration) + 1
             else:
                 assert len(result.intended) == 0
