@@ -223,7 +223,8 @@ class RemotingConnection(asyncio.Protocol):
                 continue
             self.start(cmd)
         if answered and self.transport and not self.transport.is_closing():
-            # one vectored write, no joined copy: a backlog answers 64 at a time, and 64 wide
+            # one vectored write, no joined copy, on uvloop (the worker's loop; asyncio's own
+            # selector loop joins them in 3.11): a backlog answers 64 at a time, and 64 wide
             # routes joined (1.3 MB of 21 KB replies) were a fresh mapping from malloc each turn,
             # 9 page faults per lookup that doubled what a lookup cost a worker once behind
             self.transport.writelines(answered)
