@@ -95,10 +95,10 @@ def by_step(
 
 
 class CoreSpeedProbe:
-    """The probe as a child process over one window: ``start`` when the window opens, ``stop``
-    when it ends. A probe that cannot run leaves the window without it (it must not fail the
-    bench). Windows judge their steps against the fastest time any window of this run has seen
-    (``fastest``), not only their own."""
+    """The probe as a child process over one window: ``launch`` in the warm-up, ``start`` when
+    the window opens, ``stop`` when it ends. A probe that cannot run leaves the window without
+    it (it must not fail the bench). Windows judge their steps against the fastest time any
+    window of this run has seen (``fastest``), not only their own."""
 
     fastest: float | None = None  # the run's: the benches measure one window after another
 
@@ -108,7 +108,12 @@ class CoreSpeedProbe:
         self._proc: asyncio.subprocess.Process | None = None
         self._started = 0.0
 
-    async def start(self) -> None:
+    async def launch(self) -> None:
+        """Start the child ahead of the window (in its warm-up): a Python process takes a few
+        hundred ms to start on a busy machine, and a short window would get no timing at all,
+        while its start-up took CPU from the window's first moments."""
+        if self._proc is not None:
+            return
         with contextlib.suppress(OSError):
             self._proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -119,6 +124,10 @@ class CoreSpeedProbe:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
             )
+
+    async def start(self) -> None:
+        """The window opens: its steps count from now (the child launched now if not yet)."""
+        await self.launch()
         self._started = time.monotonic()
 
     async def stop(self) -> dict[str, Any] | None:

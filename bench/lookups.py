@@ -82,8 +82,10 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     counted: dict[str, float] = {}
 
     async def before_window() -> None:
+        await speed.launch()
         # in the warm-up: a scrape of /metrics at the window's start made its first 100 ms a tail
-        counted_before.update(await worker_counters(fleet_urls))
+        if fleet_urls:
+            counted_before.update(await worker_counters(fleet_urls))
 
     async def window_start() -> None:
         await reset_stats(b.redis)
@@ -104,7 +106,7 @@ async def measure(b: Bench, scenario: Scenario, rate: float = 0.0) -> dict[str, 
     raw: list[LoadResult] = []
     summary = await b.load_pool().run(
         job,
-        before_window=before_window if fleet_urls else None,
+        before_window=before_window,
         on_window_start=window_start,
         on_window_end=window_end,
         raw=raw,

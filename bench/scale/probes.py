@@ -163,8 +163,10 @@ async def lookup_window(
     counted: list[dict[str, float]] = []
 
     async def read_counters() -> None:
+        await speed.launch()
         # in the warm-up: a scrape of /metrics at the window's start made its first 100 ms a tail
-        counted.append(await worker_counters(list(worker_urls)))
+        if worker_urls:
+            counted.append(await worker_counters(list(worker_urls)))
 
     async def start() -> None:
         if redis is not None:
@@ -188,7 +190,7 @@ async def lookup_window(
     raw: list[LoadResult] = []
     summary = await pool.run(
         job,
-        before_window=read_counters if worker_urls else None,
+        before_window=read_counters,
         on_window_start=start,
         on_window_end=end,
         raw=raw,

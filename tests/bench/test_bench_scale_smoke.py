@@ -144,10 +144,12 @@ def _check_shape(name: str, rows: dict[str, Any]) -> None:
         assert waited is not None and waited["ms"] >= 0 and waited["max_step_ms"] <= waited["ms"]
         # when in the window the slow replies were: one p99 per 100 ms of the window
         assert len(row["p99_ms_by_bucket"]) == round(SMOKE.duration / 0.1)
-        # and how fast each core ran meanwhile, step by step
+        # and how fast each core ran meanwhile, step by step (None when the probe's child, launched
+        # in the warm-up, was not up before a smoke window was over: a busy machine)
         speed = row["core_speed"]
-        assert speed is not None and speed["cpus"] == sorted(os.sched_getaffinity(0))
-        assert len(speed["us_by_step"]) == speed["steps"] > 0
+        if speed is not None:
+            assert speed["cpus"] == sorted(os.sched_getaffinity(0))
+            assert len(speed["us_by_step"]) == speed["steps"] > 0
     cycle = rows["cycle"]
     assert set(cycle) == {
         "seconds",

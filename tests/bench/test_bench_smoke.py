@@ -125,10 +125,13 @@ def test_smoke_run_prints_the_table_and_writes_json(tmp_path: Path) -> None:
         # how long the servers under test waited for a CPU, read from the kernel over the window
         waited = row["server_cpu_wait"]
         assert waited is not None and waited["ms"] >= 0 and waited["max_step_ms"] <= waited["ms"]
-        # and how fast each core ran meanwhile, step by step
+        # and how fast each core ran meanwhile, step by step (None when the probe's child, launched
+        # in the warm-up, was not up before a smoke window's 0.6 s were over: a busy machine)
         speed = row["core_speed"]
-        assert speed is not None and speed["cpus"] == sorted(os.sched_getaffinity(0))
-        assert len(speed["us_by_step"]) == speed["steps"] > 0
+        if speed is not None:
+            assert speed["cpus"] == sorted(os.sched_getaffinity(0))
+            assert len(speed["us_by_step"]) == speed["steps"] > 0
+    assert any(row["core_speed"] for row in result["lookups"])
     assert {(r["kind"], r["topics"]) for r in result["registration"]} == {
         (kind, size) for kind in ("new", "unchanged", "bumped") for size in (50, 300)
     }

@@ -79,3 +79,22 @@ def test_the_probe_times_every_core_of_a_real_window() -> None:
     assert all(len(r) == len(cpus) and all(us > 0 for us in r) for r in timed)
     fast = got["fast_us"]
     assert isinstance(fast, float) and fast > 0
+
+
+def test_a_probe_launched_in_the_warm_up_times_a_short_window_from_its_first_step() -> None:
+    async def window() -> dict[str, object] | None:
+        probe = CoreSpeedProbe(step=0.1, interval=0.02)
+        await probe.launch()
+        proc = probe._proc
+        assert proc is not None and proc.stdout is not None
+        # the child is up once it has timed something: a warm-up timing, not the window's
+        await asyncio.wait_for(proc.stdout.readline(), 30)
+        await probe.start()
+        await asyncio.sleep(0.3)
+        return await probe.stop()
+
+    got = asyncio.run(window())
+    assert got is not None
+    rows = got["us_by_step"]
+    assert isinstance(rows, list) and len(rows) == got["steps"] == 3
+    assert rows[0] is not None and None not in rows[0]
