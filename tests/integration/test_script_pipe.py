@@ -75,13 +75,20 @@ async def test_calls_leave_nothing_for_the_garbage_collector(pipe: ScriptPipe) -
 
     await rounds()  # connections made, lazy imports done
     gc.collect()
-    gc.disable()
-    try:
-        await rounds()
-        found = gc.collect()
-    finally:
-        gc.enable()
-    assert found == 0
+    # A pass that had to open a connection (on a busy machine more batches can be in flight at
+    # once than in the warm-up) finds the cycles redis-py leaves when the server refuses its
+    # CLIENT SETINFO: set-up, not calls. A leak of the calls themselves shows in every pass.
+    found = []
+    for _ in range(3):
+        gc.disable()
+        try:
+            await rounds()
+            found.append(gc.collect())
+        finally:
+            gc.enable()
+        if found[-1] == 0:
+            break
+    assert found[-1] == 0, found
 
 
 async def test_more_calls_than_a_batch_holds_leave_in_batches_on_other_connections(
@@ -137,12 +144,13 @@ async def test_a_stalled_redis_fails_a_call_at_its_deadline_and_its_late_reply_r
     redis_process.signal(signal.SIGSTOP)
     try:
         # the deadline is a timer of the event loop, on its clock (uvloop's lags the real one by
-        # as much as the turn of the loop has run so far)
+        # as much as the turn of the loop has run so far, and counts whole ms: 8244.668 - 8244.368
+        # is 0.29999... in floating point, so the bound allows for the rounding, not for a ms)
         loop = asyncio.get_running_loop()
         started = loop.time()
         with pytest.raises(TimeoutError):
             await pipe.call("echo", ["k"], ["old"], 0.3)
-        assert loop.time() - started >= 0.3
+        assert loop.time() - started >= 0.3 - 1e-9
         # nobody waits for that batch any more: it stops, Redis still stopped, and frees its lane
         await eventually(lambda: pipe.batches_in_flight == 0, timeout=3.0)
     finally:
