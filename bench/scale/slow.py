@@ -60,9 +60,9 @@ class SlowCommands:
         return longest
 
 
-def _words(raw: bytes | str) -> list[str]:
-    return (raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)).split(" ")
+def _words(raw: bytes | str, most: int = -1) -> list[str]:
+    return (raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)).split(" ", most)
 
 
 def _name(raw: bytes | str) -> str:
-    return _words(raw)[0].lower()
+    return _words(raw, 1)[0].lower()  # a phase logs thousands: the name only, not 32 arguments
